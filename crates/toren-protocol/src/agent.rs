@@ -1,0 +1,87 @@
+//! The agent spec as pinned in a run, and the sandbox policy resolved for it.
+//!
+//! `toren-config` parses agent files into [`AgentSpec`]; the run records the spec and the
+//! [`ResolvedPolicy`] in `run_created`, and from then on only the pinned copy governs the
+//! run (invariant I-4).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A parsed, validated agent file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    pub name: String,
+    /// `provider/model-id`, e.g. `anthropic/claude-sonnet-5`.
+    pub model: String,
+    /// The system prompt written in the file; `None` means Toren's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// `None` means no sandbox and therefore no tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxSpec>,
+    pub max_turns: u32,
+    /// The file the spec was read from, absolute; relative paths in the spec (the
+    /// `scripted/` model) resolve against its directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl AgentSpec {
+    pub const DEFAULT_MAX_TURNS: u32 = 50;
+
+    /// The provider part and the model part of `model`.
+    pub fn model_parts(&self) -> (&str, &str) {
+        self.model.split_once('/').unwrap_or((self.model.as_str(), ""))
+    }
+}
+
+/// What an agent file asks of its sandbox.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    /// Interpreted by the backend (a docker image, an E2B template); `None` = the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub network: bool,
+    #[serde(default)]
+    pub approval: ApprovalPolicy,
+    /// Names of the operator's variables the sandbox may see. Names only, never values.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+/// Whether a human approves each bash command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalPolicy {
+    /// Every bash command waits for a human decision (the default).
+    #[default]
+    Always,
+    /// Bash runs without asking.
+    Never,
+}
+
+impl fmt::Display for ApprovalPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Always => "always",
+            Self::Never => "never",
+        })
+    }
+}
+
+/// The sandbox policy a run was created under: the spec's demands plus the backend the
+/// operator picked. Recorded in `run_created`; never re-resolved for that run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedPolicy {
+    /// The backend name, e.g. `local`.
+    pub backend: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    pub network: bool,
+    pub approval: ApprovalPolicy,
+    /// Granted variable names (values are read from the environment at execution time and
+    /// never recorded).
+    pub env: Vec<String>,
+}

@@ -1,0 +1,186 @@
+//! The event format: what the event log stores, one [`Event`] per fact, ordered per run.
+//!
+//! The format is versioned ([`EVENT_FORMAT_VERSION`]) and append-only in code: a kind or a
+//! field is never removed or repurposed; a new field gets a serde default so old events
+//! still decode (the corpus in `tests/corpus` proves it). Each kind says since which
+//! format version it exists.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::{AgentSpec, AssistantMessage, ResolvedPolicy, RunId, RunStatus, Usage};
+
+/// The version written into every new event.
+pub const EVENT_FORMAT_VERSION: u32 = 1;
+
+fn format_v1() -> u32 {
+    1
+}
+
+/// One recorded fact about a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub run_id: RunId,
+    /// 1-based, gap-free position in the run's log.
+    pub seq: u64,
+    pub at: Timestamp,
+    /// The format version the event was written with.
+    #[serde(default = "format_v1")]
+    pub v: u32,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened. Serialized with a `type` tag in snake_case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    /// Since v1. Always the first event of a run.
+    RunCreated(RunCreated),
+    /// Since v1. One model call's final answer.
+    ModelResponded(ModelResponded),
+    /// Since v1. A bash call waits for a human.
+    ApprovalRequested(ApprovalRequested),
+    /// Since v1. The human's decision; the first decision for a call wins.
+    ApprovalDecided(ApprovalDecided),
+    /// Since v1. Durable before the tool's side effect starts.
+    ToolStarted(ToolStarted),
+    /// Since v1. The tool's result, as the model will see it.
+    ToolCompleted(ToolCompleted),
+    /// Since v1. A sandbox instance was set up for the run.
+    SandboxProvisioned(SandboxProvisioned),
+    /// Since v1.
+    RunCompleted(RunCompleted),
+    /// Since v1.
+    RunFailed(RunFailed),
+    /// Since v1.
+    RunCancelled(RunCancelled),
+}
+
+impl EventKind {
+    /// The `type` tag of this kind, as stored.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::RunCreated(_) => "run_created",
+            Self::ModelResponded(_) => "model_responded",
+            Self::ApprovalRequested(_) => "approval_requested",
+            Self::ApprovalDecided(_) => "approval_decided",
+            Self::ToolStarted(_) => "tool_started",
+            Self::ToolCompleted(_) => "tool_completed",
+            Self::SandboxProvisioned(_) => "sandbox_provisioned",
+            Self::RunCompleted(_) => "run_completed",
+            Self::RunFailed(_) => "run_failed",
+            Self::RunCancelled(_) => "run_cancelled",
+        }
+    }
+
+    /// The run status after this event, or `None` if the event leaves it unchanged.
+    pub fn status_after(&self) -> Option<RunStatus> {
+        match self {
+            Self::RunCreated(_) | Self::ApprovalDecided(_) => Some(RunStatus::Running),
+            Self::ApprovalRequested(_) => Some(RunStatus::AwaitingApproval),
+            Self::RunCompleted(_) => Some(RunStatus::Completed),
+            Self::RunFailed(_) => Some(RunStatus::Failed),
+            Self::RunCancelled(_) => Some(RunStatus::Cancelled),
+            Self::ModelResponded(_)
+            | Self::ToolStarted(_)
+            | Self::ToolCompleted(_)
+            | Self::SandboxProvisioned(_) => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunCreated {
+    /// The agent spec, pinned: a resumed run uses this, never today's file.
+    pub agent: AgentSpec,
+    /// The sandbox policy, resolved and pinned; `None` for an agent without a sandbox.
+    #[serde(default)]
+    pub policy: Option<ResolvedPolicy>,
+    /// The person's input that started the run.
+    pub input: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponded {
+    pub message: AssistantMessage,
+    /// The provider's stop reason, as sent (`end_turn`, `tool_use`, `stop`, …).
+    #[serde(default)]
+    pub stop_reason: String,
+    #[serde(default)]
+    pub usage: Usage,
+    /// The model that answered, as the provider named it.
+    #[serde(default)]
+    pub model: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    pub call_id: String,
+    pub tool: String,
+    /// The exact command the human is asked to approve.
+    pub command: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecided {
+    pub call_id: String,
+    pub approved: bool,
+    /// Who decided (a user name).
+    pub by: String,
+    /// Where the decision was made (`terminal`, `cli`, …).
+    pub via: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolStarted {
+    pub call_id: String,
+    pub tool: String,
+    /// 1 for the first execution; higher when an interrupted call is re-run.
+    #[serde(default = "format_v1")]
+    pub attempt: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCompleted {
+    pub call_id: String,
+    /// The result text the model sees.
+    pub output: String,
+    /// Whether the result is an error (bad arguments, denial, failed command, …).
+    #[serde(default)]
+    pub is_error: bool,
+    /// For `bash`: the command's exit code; `None` if killed or not a command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether output was cut to fit the cap.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxProvisioned {
+    pub backend: String,
+    /// The backend's id for the instance (a container id, a sandbox id, or the workspace).
+    pub instance: String,
+    /// The workspace directory on the host.
+    pub workspace: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCompleted {
+    /// The agent's final answer.
+    pub output: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFailed {
+    pub error: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCancelled {
+    #[serde(default)]
+    pub reason: String,
+}

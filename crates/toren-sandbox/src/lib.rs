@@ -1,0 +1,7 @@
+//! Sandboxes and workspaces.
+//!
+//! A [`Workspace`] is a run's directory, opened as a capability handle (`cap-std`): every
+//! path is resolved beneath it and escapes (`..`, absolute paths, symlinks leading out) are
+//! refused by the kernel, not by string checks. A [`Sandbox`] runs commands confined to one
+//! workspace. Backends: [`LocalBackend`] (bubblewrap). The crate knows nothing of approvals
+//! or the event log.

@@ -1,0 +1,1 @@
+//! toren-test-support

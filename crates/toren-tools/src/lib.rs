@@ -1,0 +1,1 @@
+//! The sandbox toolkit: `bash`, `read_file`, `write_file`, `edit_file`.
