@@ -1,1 +1,20 @@
-//! toren-agent
+//! The agent loop as a pure state machine.
+//!
+//! [`RunState`] is a fold over a run's events; [`RunState::next_action`] says what must
+//! happen next (call the model, ask for an approval, run a tool, finish). The worker
+//! executes the action and appends its result as events, which fold back into the state.
+//! Because the state is rebuilt from the log alone, a run can stop at any point and
+//! continue later: model answers in the log are never requested again (I-2) and completed
+//! tool calls are never run again (I-3). This crate performs no I/O: no store, no HTTP,
+//! no processes.
+
+mod action;
+mod prompt;
+mod state;
+
+pub use action::{Action, INTERRUPTED_NOTE};
+pub use prompt::{default_instructions, system_prompt};
+pub use state::{Error, RunState};
+
+/// Tools whose calls wait for a human under `approval: always`.
+pub const APPROVAL_TOOLS: &[&str] = &["bash"];

@@ -21,7 +21,7 @@ pub struct InvalidRunId(pub String);
 impl RunId {
     /// A fresh, time-ordered run id.
     pub fn new() -> Self {
-        Self(format!("run_{}", ulid::Ulid::new().to_string().to_lowercase()))
+        Self(format!("run_{}", ulid::Ulid::generate().to_string().to_lowercase()))
     }
 
     pub fn as_str(&self) -> &str {

@@ -1,1 +1,53 @@
-fn main() {}
+//! The `toren` command. `main` is synchronous: it parses arguments, builds the Tokio
+//! runtime, runs one command and maps its result to an exit status. Which concrete
+//! backends a command uses is decided in [`wiring`] and nowhere else.
+
+mod cli;
+mod commands;
+mod exit;
+mod printer;
+mod wiring;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, RunsCommand};
+use crate::exit::Failure;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOREN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")).report(),
+    };
+    let result = runtime.block_on(dispatch(cli.command));
+    // Do not wait for stray tasks (e.g. a blocked stdin reader) on the way out.
+    runtime.shutdown_background();
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn dispatch(command: Command) -> Result<u8, Failure> {
+    match command {
+        Command::Run(args) => commands::run::run(args).await,
+        Command::Runs(RunsCommand::List { json, limit }) => commands::runs::list(json, limit).await,
+        Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(&run, json).await,
+        Command::Events(args) => commands::events::events(&args.run, args.json).await,
+        Command::Approve(args) => commands::approve::decide(&args, true, None).await,
+        Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,
+        Command::Check(args) => commands::check::check(&args.paths),
+    }
+}

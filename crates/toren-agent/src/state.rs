@@ -1,0 +1,263 @@
+//! [`RunState`]: a run folded from its events, and the decision of what comes next.
+//!
+//! Folding is strict: an event that does not fit the state (a tool result for a call the
+//! model never made, a second `run_created`) is a corrupt log and an [`Error`], never
+//! silently skipped.
+
+use std::collections::HashMap;
+
+use toren_protocol::{
+    AgentSpec, ApprovalPolicy, AssistantMessage, Event, EventKind, Message, ResolvedPolicy,
+    RunId, RunStatus, SandboxProvisioned, ToolCall, ToolResult,
+};
+
+use crate::{APPROVAL_TOOLS, Action};
+
+/// An event log that does not describe a possible run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    #[error("the event log of run {0} is empty or does not start with run_created")]
+    NotCreated(String),
+    #[error("event {seq} ({kind}) of run {run} does not fit the run's state: {why}")]
+    Inconsistent {
+        run: String,
+        seq: u64,
+        kind: &'static str,
+        why: String,
+    },
+}
+
+/// What is known of one tool call of the current turn.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CallProgress {
+    approval_requested: bool,
+    decision: Option<(bool, Option<String>)>,
+    attempts: u32,
+    result: Option<ToolResult>,
+}
+
+/// A run, as its events describe it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunState {
+    pub run_id: RunId,
+    pub agent: AgentSpec,
+    pub policy: Option<ResolvedPolicy>,
+    /// The conversation to send to the model.
+    pub messages: Vec<Message>,
+    /// Model responses so far.
+    pub turns: u32,
+    pub status: RunStatus,
+    /// The seq of the last folded event.
+    pub last_seq: u64,
+    pub sandbox: Option<SandboxProvisioned>,
+    /// The final answer, once completed.
+    pub output: Option<String>,
+    /// The failure, once failed.
+    pub error: Option<String>,
+    /// Tool calls of the last assistant message, in order, while some lack a result.
+    pending: Vec<ToolCall>,
+    progress: HashMap<String, CallProgress>,
+}
+
+impl RunState {
+    /// Folds a whole log, which must start with `run_created`.
+    pub fn from_events(events: &[Event]) -> Result<Self, Error> {
+        let (first, rest) = events
+            .split_first()
+            .ok_or_else(|| Error::NotCreated(String::new()))?;
+        let EventKind::RunCreated(created) = &first.kind else {
+            return Err(Error::NotCreated(first.run_id.to_string()));
+        };
+        let mut state = Self {
+            run_id: first.run_id.clone(),
+            agent: created.agent.clone(),
+            policy: created.policy.clone(),
+            messages: vec![Message::User {
+                text: created.input.clone(),
+            }],
+            turns: 0,
+            status: RunStatus::Running,
+            last_seq: first.seq,
+            sandbox: None,
+            output: None,
+            error: None,
+            pending: Vec::new(),
+            progress: HashMap::new(),
+        };
+        for event in rest {
+            state.apply(event)?;
+        }
+        Ok(state)
+    }
+
+    /// Folds one more event.
+    pub fn apply(&mut self, event: &Event) -> Result<(), Error> {
+        let bad = |why: String| Error::Inconsistent {
+            run: event.run_id.to_string(),
+            seq: event.seq,
+            kind: event.kind.name(),
+            why,
+        };
+        if event.seq != self.last_seq + 1 {
+            return Err(bad(format!("expected seq {}", self.last_seq + 1)));
+        }
+        match &event.kind {
+            EventKind::RunCreated(_) => return Err(bad("the run was already created".into())),
+            EventKind::ModelResponded(r) => {
+                if !self.pending.is_empty() {
+                    return Err(bad("tool calls of the previous turn are unanswered".into()));
+                }
+                self.turns += 1;
+                self.pending = r.message.tool_calls.clone();
+                self.progress = self
+                    .pending
+                    .iter()
+                    .map(|c| (c.id.clone(), CallProgress::default()))
+                    .collect();
+                if self.progress.len() != self.pending.len() {
+                    return Err(bad("two tool calls share one id".into()));
+                }
+                self.messages.push(Message::Assistant(r.message.clone()));
+            }
+            EventKind::ApprovalRequested(a) => {
+                let p = self.call_mut(&a.call_id).ok_or_else(|| bad(unknown(&a.call_id)))?;
+                p.approval_requested = true;
+            }
+            EventKind::ApprovalDecided(d) => {
+                let p = self.call_mut(&d.call_id).ok_or_else(|| bad(unknown(&d.call_id)))?;
+                if !p.approval_requested || p.decision.is_some() {
+                    return Err(bad(format!("no pending approval for {}", d.call_id)));
+                }
+                p.decision = Some((d.approved, d.reason.clone()));
+            }
+            EventKind::ToolStarted(t) => {
+                let p = self.call_mut(&t.call_id).ok_or_else(|| bad(unknown(&t.call_id)))?;
+                p.attempts = p.attempts.max(t.attempt);
+            }
+            EventKind::ToolCompleted(t) => {
+                let p = self.call_mut(&t.call_id).ok_or_else(|| bad(unknown(&t.call_id)))?;
+                if p.result.is_some() {
+                    return Err(bad(format!("{} already completed", t.call_id)));
+                }
+                p.result = Some(ToolResult {
+                    call_id: t.call_id.clone(),
+                    content: t.output.clone(),
+                    is_error: t.is_error,
+                });
+                self.close_turn_if_answered();
+            }
+            EventKind::SandboxProvisioned(s) => self.sandbox = Some(s.clone()),
+            EventKind::RunCompleted(c) => self.output = Some(c.output.clone()),
+            EventKind::RunFailed(f) => self.error = Some(f.error.clone()),
+            EventKind::RunCancelled(_) => {}
+        }
+        if let Some(status) = event.kind.status_after() {
+            self.status = status;
+        }
+        self.last_seq = event.seq;
+        Ok(())
+    }
+
+    /// What must happen next.
+    pub fn next_action(&self) -> Action {
+        if self.status.is_terminal() {
+            return Action::Finished {
+                status: self.status,
+            };
+        }
+        if let Some(call) = self.pending.iter().find(|c| self.result_of(&c.id).is_none()) {
+            return self.next_for_call(call);
+        }
+        match self.messages.last() {
+            Some(Message::Assistant(AssistantMessage { text, tool_calls })) if tool_calls.is_empty() => {
+                Action::Complete {
+                    output: text.clone(),
+                }
+            }
+            _ if self.turns >= self.agent.max_turns => Action::Fail {
+                error: format!(
+                    "the agent reached max_turns ({}) without a final answer; raise `max_turns` in the agent file if the task needs more steps",
+                    self.agent.max_turns
+                ),
+            },
+            _ => Action::CallModel,
+        }
+    }
+
+    /// Whether the call needs a human decision under the pinned policy.
+    pub fn needs_approval(&self, call: &ToolCall) -> bool {
+        self.policy
+            .as_ref()
+            .is_some_and(|p| p.approval == ApprovalPolicy::Always)
+            && APPROVAL_TOOLS.contains(&call.name.as_str())
+    }
+
+    fn next_for_call(&self, call: &ToolCall) -> Action {
+        let progress = self.progress.get(&call.id).cloned().unwrap_or_default();
+        if self.needs_approval(call) {
+            let command = approval_text(call);
+            match progress.decision {
+                None if progress.approval_requested => {
+                    return Action::AwaitApproval {
+                        call: call.clone(),
+                        command,
+                    };
+                }
+                None => {
+                    return Action::RequestApproval {
+                        call: call.clone(),
+                        command,
+                    };
+                }
+                Some((false, reason)) => {
+                    return Action::RecordDenial {
+                        call: call.clone(),
+                        reason,
+                    };
+                }
+                Some((true, _)) => {}
+            }
+        }
+        Action::RunTool {
+            call: call.clone(),
+            attempt: progress.attempts + 1,
+        }
+    }
+
+    fn result_of(&self, call_id: &str) -> Option<&ToolResult> {
+        self.progress.get(call_id).and_then(|p| p.result.as_ref())
+    }
+
+    fn call_mut(&mut self, call_id: &str) -> Option<&mut CallProgress> {
+        self.progress.get_mut(call_id)
+    }
+
+    fn close_turn_if_answered(&mut self) {
+        let results: Option<Vec<ToolResult>> = self
+            .pending
+            .iter()
+            .map(|c| self.result_of(&c.id).cloned())
+            .collect();
+        if let Some(results) = results {
+            self.messages.push(Message::ToolResults { results });
+            self.pending.clear();
+            self.progress.clear();
+        }
+    }
+}
+
+fn unknown(call_id: &str) -> String {
+    format!("the current turn has no tool call {call_id}")
+}
+
+/// The text a human approves: the bash command, or the raw arguments if they have none.
+fn approval_text(call: &ToolCall) -> String {
+    match call.arguments.get("command").and_then(|c| c.as_str()) {
+        Some(command) => command.to_owned(),
+        None => call.arguments.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -1,0 +1,290 @@
+use jiff::Timestamp;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use toren_protocol::{
+    AgentSpec, ApprovalDecided, ApprovalPolicy, ApprovalRequested, AssistantMessage, Event,
+    EventKind, Message, ModelResponded, ResolvedPolicy, RunCreated, RunId, RunStatus, SandboxSpec,
+    ToolCall, ToolCompleted, ToolResult, ToolStarted, Usage,
+};
+
+use super::*;
+
+fn created(approval: ApprovalPolicy) -> EventKind {
+    EventKind::RunCreated(RunCreated {
+        agent: AgentSpec {
+            name: "t".into(),
+            model: "scripted/s.yaml".into(),
+            instructions: None,
+            sandbox: Some(SandboxSpec::default()),
+            max_turns: 3,
+            source: None,
+        },
+        policy: Some(ResolvedPolicy {
+            backend: "local".into(),
+            image: None,
+            network: false,
+            approval,
+            env: vec![],
+        }),
+        input: "do it".into(),
+    })
+}
+
+fn call(id: &str, name: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: json!({"command": "echo hi", "path": "a.txt"}),
+    }
+}
+
+fn responded(text: &str, calls: Vec<ToolCall>) -> EventKind {
+    EventKind::ModelResponded(ModelResponded {
+        message: AssistantMessage {
+            text: text.into(),
+            tool_calls: calls,
+        },
+        stop_reason: "tool_use".into(),
+        usage: Usage::default(),
+        model: "m".into(),
+    })
+}
+
+fn completed(id: &str, output: &str) -> EventKind {
+    EventKind::ToolCompleted(ToolCompleted {
+        call_id: id.into(),
+        output: output.into(),
+        is_error: false,
+        exit_code: Some(0),
+        truncated: false,
+    })
+}
+
+fn started(id: &str, attempt: u32) -> EventKind {
+    EventKind::ToolStarted(ToolStarted {
+        call_id: id.into(),
+        tool: "bash".into(),
+        attempt,
+    })
+}
+
+fn log(kinds: Vec<EventKind>) -> Vec<Event> {
+    let run_id = RunId::new();
+    kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| Event {
+            run_id: run_id.clone(),
+            seq: i as u64 + 1,
+            at: Timestamp::UNIX_EPOCH,
+            v: 1,
+            kind,
+        })
+        .collect()
+}
+
+fn state(kinds: Vec<EventKind>) -> RunState {
+    RunState::from_events(&log(kinds)).unwrap()
+}
+
+#[test]
+fn a_new_run_calls_the_model() {
+    let s = state(vec![created(ApprovalPolicy::Never)]);
+    assert_eq!(s.next_action(), Action::CallModel);
+    assert_eq!(
+        s.messages,
+        vec![Message::User {
+            text: "do it".into()
+        }]
+    );
+}
+
+#[test]
+fn tool_calls_run_in_order_and_results_go_back_to_the_model() {
+    let a = call("call_1", "write_file");
+    let b = call("call_2", "read_file");
+    let mut kinds = vec![
+        created(ApprovalPolicy::Never),
+        responded("working", vec![a.clone(), b.clone()]),
+    ];
+    assert_eq!(
+        state(kinds.clone()).next_action(),
+        Action::RunTool {
+            call: a,
+            attempt: 1
+        }
+    );
+    kinds.push(started("call_1", 1));
+    kinds.push(completed("call_1", "wrote"));
+    assert_eq!(
+        state(kinds.clone()).next_action(),
+        Action::RunTool {
+            call: b,
+            attempt: 1
+        }
+    );
+    kinds.push(started("call_2", 1));
+    kinds.push(completed("call_2", "read"));
+    let s = state(kinds);
+    assert_eq!(s.next_action(), Action::CallModel);
+    assert_eq!(
+        s.messages.last(),
+        Some(&Message::ToolResults {
+            results: vec![
+                ToolResult {
+                    call_id: "call_1".into(),
+                    content: "wrote".into(),
+                    is_error: false
+                },
+                ToolResult {
+                    call_id: "call_2".into(),
+                    content: "read".into(),
+                    is_error: false
+                },
+            ]
+        })
+    );
+}
+
+#[test]
+fn a_started_call_without_completion_is_run_again_as_a_new_attempt() {
+    let c = call("call_1", "bash");
+    let s = state(vec![
+        created(ApprovalPolicy::Never),
+        responded("", vec![c.clone()]),
+        started("call_1", 1),
+    ]);
+    assert_eq!(s.next_action(), Action::RunTool { call: c, attempt: 2 });
+}
+
+#[test]
+fn bash_waits_for_approval_and_file_tools_do_not() {
+    let bash = call("call_1", "bash");
+    let write = call("call_2", "write_file");
+    let mut kinds = vec![
+        created(ApprovalPolicy::Always),
+        responded("", vec![bash.clone(), write.clone()]),
+    ];
+    assert_eq!(
+        state(kinds.clone()).next_action(),
+        Action::RequestApproval {
+            call: bash.clone(),
+            command: "echo hi".into()
+        }
+    );
+    kinds.push(EventKind::ApprovalRequested(ApprovalRequested {
+        call_id: "call_1".into(),
+        tool: "bash".into(),
+        command: "echo hi".into(),
+    }));
+    let waiting = state(kinds.clone());
+    assert_eq!(waiting.status, RunStatus::AwaitingApproval);
+    assert_eq!(
+        waiting.next_action(),
+        Action::AwaitApproval {
+            call: bash.clone(),
+            command: "echo hi".into()
+        }
+    );
+    kinds.push(EventKind::ApprovalDecided(ApprovalDecided {
+        call_id: "call_1".into(),
+        approved: true,
+        by: "me".into(),
+        via: "cli".into(),
+        reason: None,
+    }));
+    assert_eq!(
+        state(kinds.clone()).next_action(),
+        Action::RunTool {
+            call: bash,
+            attempt: 1
+        }
+    );
+    kinds.push(started("call_1", 1));
+    kinds.push(completed("call_1", "hi"));
+    assert_eq!(
+        state(kinds).next_action(),
+        Action::RunTool {
+            call: write,
+            attempt: 1
+        }
+    );
+}
+
+#[test]
+fn a_denial_is_recorded_as_the_result_without_running() {
+    let bash = call("call_1", "bash");
+    let s = state(vec![
+        created(ApprovalPolicy::Always),
+        responded("", vec![bash.clone()]),
+        EventKind::ApprovalRequested(ApprovalRequested {
+            call_id: "call_1".into(),
+            tool: "bash".into(),
+            command: "echo hi".into(),
+        }),
+        EventKind::ApprovalDecided(ApprovalDecided {
+            call_id: "call_1".into(),
+            approved: false,
+            by: "me".into(),
+            via: "cli".into(),
+            reason: Some("not now".into()),
+        }),
+    ]);
+    assert_eq!(
+        s.next_action(),
+        Action::RecordDenial {
+            call: bash,
+            reason: Some("not now".into())
+        }
+    );
+}
+
+#[test]
+fn a_text_only_answer_completes_and_max_turns_fails() {
+    let s = state(vec![created(ApprovalPolicy::Never), responded("all done", vec![])]);
+    assert_eq!(
+        s.next_action(),
+        Action::Complete {
+            output: "all done".into()
+        }
+    );
+    let mut kinds = vec![created(ApprovalPolicy::Never)];
+    for i in 1..=3 {
+        let id = format!("call_{i}");
+        kinds.push(responded("", vec![call(&id, "read_file")]));
+        kinds.push(started(&id, 1));
+        kinds.push(completed(&id, "x"));
+    }
+    assert!(matches!(state(kinds).next_action(), Action::Fail { error } if error.contains("max_turns (3)")));
+}
+
+#[test]
+fn inconsistent_logs_are_errors() {
+    let result = RunState::from_events(&log(vec![
+        created(ApprovalPolicy::Never),
+        completed("call_9", "x"),
+    ]));
+    assert!(matches!(result, Err(Error::Inconsistent { seq: 2, .. })));
+    let mut events = log(vec![created(ApprovalPolicy::Never), responded("x", vec![])]);
+    events[1].seq = 5;
+    assert!(RunState::from_events(&events).is_err());
+    assert!(matches!(RunState::from_events(&[]), Err(Error::NotCreated(_))));
+}
+
+#[test]
+fn completed_runs_are_finished() {
+    let s = state(vec![
+        created(ApprovalPolicy::Never),
+        responded("bye", vec![]),
+        EventKind::RunCompleted(toren_protocol::RunCompleted {
+            output: "bye".into(),
+        }),
+    ]);
+    assert_eq!(
+        s.next_action(),
+        Action::Finished {
+            status: RunStatus::Completed
+        }
+    );
+    assert_eq!(s.output.as_deref(), Some("bye"));
+}

@@ -1,0 +1,320 @@
+//! [`RunDriver`]: the loop that folds a run's log, asks the state machine for the next
+//! action, carries it out and appends the result, until the run ends or is interrupted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use toren_agent::{Action, INTERRUPTED_NOTE, RunState};
+use toren_model::{ModelProvider, ModelRequest};
+use toren_protocol::{
+    ApprovalDecided, ApprovalRequested, EventKind, ModelResponded, RunCompleted, RunFailed, RunId,
+    RunStatus, SandboxProvisioned, ToolCall, ToolCompleted, ToolStarted,
+};
+use toren_sandbox::Sandbox;
+use toren_store::EventLog;
+use toren_tools::Toolkit;
+
+use crate::{Approver, Error, Observer, SandboxBackend};
+
+/// Looks up the value of a granted environment variable.
+pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Everything a driver needs besides the run itself.
+pub struct WorkerConfig {
+    pub store: Arc<dyn EventLog>,
+    pub model: Arc<dyn ModelProvider>,
+    /// `None` when sandboxes are disabled (`TOREN_SANDBOX=none`).
+    pub sandbox: Option<Arc<dyn SandboxBackend>>,
+    pub toolkit: Toolkit,
+    /// Where granted variables' values come from (the operator's environment).
+    pub env: EnvLookup,
+    pub observer: Arc<dyn Observer>,
+    pub approver: Option<Arc<dyn Approver>>,
+    /// `max_tokens` for each model call.
+    pub max_tokens: u32,
+    /// How often a run waiting for a decision from elsewhere checks the log.
+    pub approval_poll: Duration,
+}
+
+/// How driving a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The run ended with this status; `output` is the final answer or the failure.
+    Ended { status: RunStatus, output: String },
+    /// The driver was cancelled; the run is left as it is in the log.
+    Interrupted,
+}
+
+/// Drives runs with one configuration.
+pub struct RunDriver {
+    config: WorkerConfig,
+}
+
+impl RunDriver {
+    pub fn new(config: WorkerConfig) -> Self {
+        Self { config }
+    }
+
+    /// Drives `run` from its log until it ends or `cancel` fires.
+    pub async fn drive(&self, run: &RunId, cancel: &CancellationToken) -> Result<Outcome, Error> {
+        let events = self.config.store.read(run, 0).await?;
+        let mut state = RunState::from_events(&events)?;
+        let mut sandbox: Option<Arc<dyn Sandbox>> = None;
+        loop {
+            let step = self.step(&mut state, &mut sandbox);
+            let appended = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Ok(Outcome::Interrupted),
+                result = step => result?,
+            };
+            if let Some(outcome) = appended {
+                return Ok(outcome);
+            }
+        }
+    }
+
+    /// Carries out one action. Returns the outcome once the run has ended.
+    async fn step(
+        &self,
+        state: &mut RunState,
+        sandbox: &mut Option<Arc<dyn Sandbox>>,
+    ) -> Result<Option<Outcome>, Error> {
+        match state.next_action() {
+            Action::Finished { status } => {
+                let output = match status {
+                    RunStatus::Completed => state.output.clone().unwrap_or_default(),
+                    _ => state.error.clone().unwrap_or_else(|| status.to_string()),
+                };
+                return Ok(Some(Outcome::Ended { status, output }));
+            }
+            Action::CallModel => {
+                let kind = self.call_model(state).await;
+                self.append(state, vec![kind]).await?;
+            }
+            Action::RequestApproval { call, command } => {
+                let kind = EventKind::ApprovalRequested(ApprovalRequested {
+                    call_id: call.id,
+                    tool: call.name,
+                    command,
+                });
+                self.append(state, vec![kind]).await?;
+            }
+            Action::AwaitApproval { call, command } => {
+                self.await_decision(state, &call, &command).await?;
+            }
+            Action::RecordDenial { call, reason } => {
+                let output = match reason {
+                    Some(reason) => format!(
+                        "The human denied this command. Their reason: {reason}\nThe command did not run. Adjust your approach."
+                    ),
+                    None => "The human denied this command; it did not run. Adjust your approach or ask what they want.".to_owned(),
+                };
+                let kind = EventKind::ToolCompleted(ToolCompleted {
+                    call_id: call.id,
+                    output,
+                    is_error: true,
+                    exit_code: None,
+                    truncated: false,
+                });
+                self.append(state, vec![kind]).await?;
+            }
+            Action::RunTool { call, attempt } => {
+                self.run_tool(state, sandbox, call, attempt).await?;
+            }
+            Action::Complete { output } => {
+                let kind = EventKind::RunCompleted(RunCompleted { output });
+                self.append(state, vec![kind]).await?;
+            }
+            Action::Fail { error } => {
+                let kind = EventKind::RunFailed(RunFailed { error });
+                self.append(state, vec![kind]).await?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// One model call; its failure (after the provider's own retries) fails the run.
+    async fn call_model(&self, state: &RunState) -> EventKind {
+        let tools = if state.agent.sandbox.is_some() {
+            self.config.toolkit.specs()
+        } else {
+            Vec::new()
+        };
+        let request = ModelRequest {
+            system: toren_agent::system_prompt(&state.agent),
+            messages: state.messages.clone(),
+            tools,
+            max_tokens: self.config.max_tokens,
+        };
+        let observer = Arc::clone(&self.config.observer);
+        let on_text = move |delta: &str| observer.text(delta);
+        match self.config.model.respond(&request, &on_text).await {
+            Ok(response) => EventKind::ModelResponded(ModelResponded {
+                message: response.message,
+                stop_reason: response.stop_reason,
+                usage: response.usage,
+                model: response.model,
+            }),
+            Err(error) => EventKind::RunFailed(RunFailed {
+                error: format!("model call failed: {error}"),
+            }),
+        }
+    }
+
+    /// Waits until a decision for `call` is in the log: from this process's approver if it
+    /// has one, or from anywhere else (another terminal's `toren approve`).
+    async fn await_decision(
+        &self,
+        state: &mut RunState,
+        call: &ToolCall,
+        command: &str,
+    ) -> Result<(), Error> {
+        let run = state.run_id.clone();
+        let ask = async {
+            match &self.config.approver {
+                Some(approver) => approver.ask(&run, &call.id, command).await,
+                None => None,
+            }
+        };
+        let mut ask = std::pin::pin!(ask);
+        let mut asking = true;
+        let mut announced = false;
+        loop {
+            if !asking && !announced {
+                self.config.observer.awaiting_approval(&run, &call.id, command);
+                announced = true;
+            }
+            tokio::select! {
+                decision = &mut ask, if asking => {
+                    asking = false;
+                    if let Some(d) = decision {
+                        let decided = ApprovalDecided {
+                            call_id: call.id.clone(),
+                            approved: d.approved,
+                            by: d.by,
+                            via: d.via,
+                            reason: d.reason,
+                        };
+                        match self.config.store.decide_approval(&run, decided).await {
+                            // Someone else decided first: their decision stands.
+                            Ok(_) | Err(toren_store::Error::AlreadyDecided { .. }) => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
+                () = tokio::time::sleep(self.config.approval_poll) => {}
+            }
+            let before = state.last_seq;
+            self.catch_up(state).await?;
+            if state.last_seq != before {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn run_tool(
+        &self,
+        state: &mut RunState,
+        sandbox: &mut Option<Arc<dyn Sandbox>>,
+        call: ToolCall,
+        attempt: u32,
+    ) -> Result<(), Error> {
+        let sb = match sandbox {
+            Some(sb) => Arc::clone(sb),
+            None => {
+                let Some(policy) = state.policy.clone() else {
+                    // No sandbox, no tools: the model must be told, not obeyed.
+                    let kind = EventKind::ToolCompleted(ToolCompleted {
+                        call_id: call.id,
+                        output: format!(
+                            "Tool `{}` is not available: this agent has no tools.",
+                            call.name
+                        ),
+                        is_error: true,
+                        exit_code: None,
+                        truncated: false,
+                    });
+                    return self.append(state, vec![kind]).await;
+                };
+                let backend = self.config.sandbox.as_ref().ok_or_else(|| Error::NoSandbox {
+                    run: state.run_id.to_string(),
+                })?;
+                let env = policy
+                    .env
+                    .iter()
+                    .filter_map(|name| (self.config.env)(name).map(|v| (name.clone(), v)))
+                    .collect();
+                let opened = match backend.open(&state.run_id, &policy, env).await {
+                    Ok(opened) => opened,
+                    Err(e) => return self.fail(state, format!("could not open the sandbox: {e}")).await,
+                };
+                if state.sandbox.is_none() {
+                    let kind = EventKind::SandboxProvisioned(SandboxProvisioned {
+                        backend: opened.backend().to_owned(),
+                        instance: opened.instance_id(),
+                        workspace: opened.workspace().path().display().to_string(),
+                    });
+                    self.append(state, vec![kind]).await?;
+                }
+                *sandbox = Some(Arc::clone(&opened));
+                opened
+            }
+        };
+        let started = EventKind::ToolStarted(ToolStarted {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            attempt,
+        });
+        self.append(state, vec![started]).await?;
+        let outcome = match self.config.toolkit.execute(sb.as_ref(), &call).await {
+            Ok(outcome) => outcome,
+            Err(e) => return self.fail(state, format!("tool `{}` failed on the host: {e}", call.name)).await,
+        };
+        let output = if attempt > 1 {
+            format!("{INTERRUPTED_NOTE}\n{}", outcome.output)
+        } else {
+            outcome.output
+        };
+        let kind = EventKind::ToolCompleted(ToolCompleted {
+            call_id: call.id,
+            output,
+            is_error: outcome.is_error,
+            exit_code: outcome.exit_code,
+            truncated: outcome.truncated,
+        });
+        self.append(state, vec![kind]).await
+    }
+
+    async fn fail(&self, state: &mut RunState, error: String) -> Result<(), Error> {
+        self.append(state, vec![EventKind::RunFailed(RunFailed { error })])
+            .await
+    }
+
+    /// Appends after the last folded event and folds what was written. If the log moved
+    /// on (an approval decided from elsewhere), nothing was written: fold the news and let
+    /// the state machine decide again.
+    async fn append(&self, state: &mut RunState, kinds: Vec<EventKind>) -> Result<(), Error> {
+        match self.config.store.append(&state.run_id, state.last_seq, kinds).await {
+            Ok(events) => {
+                for event in &events {
+                    state.apply(event)?;
+                    self.config.observer.event(event);
+                }
+                Ok(())
+            }
+            Err(toren_store::Error::Conflict { .. }) => self.catch_up(state).await,
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Folds events written by others since the last folded one.
+    async fn catch_up(&self, state: &mut RunState) -> Result<(), Error> {
+        let events = self.config.store.read(&state.run_id, state.last_seq).await?;
+        for event in &events {
+            state.apply(event)?;
+            self.config.observer.event(event);
+        }
+        Ok(())
+    }
+}

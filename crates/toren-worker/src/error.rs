@@ -1,0 +1,15 @@
+//! Worker errors: faults that stop driving a run. Problems the model can fix never get
+//! here; they go back to the model as tool results.
+
+/// A fault that stopped the worker.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] toren_store::Error),
+    #[error(transparent)]
+    CorruptLog(#[from] toren_agent::Error),
+    #[error(
+        "run {run} needs a sandbox but this process has no sandbox backend; set TOREN_SANDBOX=local"
+    )]
+    NoSandbox { run: String },
+}

@@ -1,0 +1,105 @@
+//! The command line: clap definitions only, no I/O and no logic.
+
+use clap::{Args, Parser, Subcommand};
+
+/// Toren: a durable runtime for LLM agents.
+///
+/// An agent file names a model and, with `sandbox: true`, gives the agent a computer: bash
+/// and file tools on a private per-run workspace. Every step is recorded in an event log.
+#[derive(Debug, Parser)]
+#[command(name = "toren", version, about, long_about, max_term_width = 100)]
+#[command(after_help = "Environment: TOREN_HOME (default ~/.toren), TOREN_AGENTS (default ./agents), \
+TOREN_DATABASE_URL (default sqlite://$TOREN_HOME/toren.db), TOREN_SANDBOX (local | none), \
+TOREN_SANDBOX_ROOT (default $TOREN_HOME/sandboxes), ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, \
+OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST. See the README.")]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run an agent autonomously on one input and print its final answer.
+    ///
+    /// The run id is printed on stderr as soon as the run exists; progress and the model's
+    /// streamed text go to stderr; the final answer goes to stdout. Exit status: 0 completed,
+    /// 1 failed, 2 configuration or usage error, 130 interrupted.
+    Run(RunArgs),
+    /// List and inspect runs.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Print a run's event log, oldest first.
+    Events(EventsArgs),
+    /// Approve a bash command a run is waiting on.
+    Approve(DecideArgs),
+    /// Deny a bash command a run is waiting on; the reason goes to the model.
+    Deny(DenyArgs),
+    /// Validate agent files; exits non-zero if any has an error.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The agent: a name looked up in $TOREN_AGENTS (NAME.yaml or NAME/agent.yaml), or a
+    /// path to an agent file.
+    pub(crate) agent: String,
+    /// The task for the agent.
+    #[arg(long, short)]
+    pub(crate) input: String,
+    /// Print one JSON object {run_id, status, output} on stdout instead of the answer.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// List runs, newest first.
+    List {
+        /// Print a JSON array of {id, agent, status, created_at, updated_at}.
+        #[arg(long)]
+        json: bool,
+        /// Show at most this many runs.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Show one run: status, agent, policy, pending approvals and its answer.
+    Show {
+        /// The run id (see `toren runs list`).
+        run: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EventsArgs {
+    /// The run id (see `toren runs list`).
+    pub(crate) run: String,
+    /// Print one JSON object per line, exactly as stored.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DecideArgs {
+    /// The run id.
+    pub(crate) run: String,
+    /// The tool call id the run is waiting on (shown by `toren run` and `toren runs show`).
+    pub(crate) call: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DenyArgs {
+    #[command(flatten)]
+    pub(crate) target: DecideArgs,
+    /// Why, in words the model will read.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// Agent files or agent names; default: every agent in $TOREN_AGENTS.
+    pub(crate) paths: Vec<String>,
+}

@@ -1,0 +1,16 @@
+//! One module per subcommand.
+
+pub(crate) mod approve;
+pub(crate) mod check;
+pub(crate) mod events;
+pub(crate) mod run;
+pub(crate) mod runs;
+
+use toren_protocol::RunId;
+
+use crate::exit::Failure;
+
+/// Parses a run id given on the command line.
+pub(crate) fn parse_run_id(arg: &str) -> Result<RunId, Failure> {
+    arg.parse().map_err(Failure::usage)
+}

@@ -1,0 +1,108 @@
+//! `toren runs list` and `toren runs show RUN`.
+#![expect(clippy::print_stdout, reason = "runs are the command's data")]
+
+use anyhow::anyhow;
+use serde_json::json;
+use toren_agent::{Action, RunState};
+use toren_store::RunSummary;
+
+use crate::commands::parse_run_id;
+use crate::exit::Failure;
+use crate::wiring;
+
+fn summary_json(run: &RunSummary) -> serde_json::Value {
+    json!({
+        "id": run.id,
+        "agent": run.agent,
+        "status": run.status,
+        "created_at": run.created_at.to_string(),
+        "updated_at": run.updated_at.to_string(),
+        "events": run.last_seq,
+    })
+}
+
+pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
+    let settings = wiring::settings()?;
+    let store = wiring::store(&settings).await?;
+    let runs = store.list_runs(limit).await.map_err(Failure::failed)?;
+    if as_json {
+        let array: Vec<_> = runs.iter().map(summary_json).collect();
+        println!("{}", serde_json::Value::Array(array));
+        return Ok(0);
+    }
+    if runs.is_empty() {
+        #[expect(clippy::print_stderr, reason = "a note for people, not data")]
+        {
+            eprintln!("no runs yet; start one with `toren run AGENT --input TEXT`");
+        }
+        return Ok(0);
+    }
+    println!("{:<32}  {:<18}  {:<20}  {:>6}  AGENT", "RUN", "STATUS", "CREATED", "EVENTS");
+    for run in &runs {
+        println!(
+            "{:<32}  {:<18}  {:<20}  {:>6}  {}",
+            run.id,
+            run.status.as_str(),
+            run.created_at.strftime("%Y-%m-%d %H:%M:%S").to_string(),
+            run.last_seq,
+            run.agent
+        );
+    }
+    Ok(0)
+}
+
+pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
+    let run_id = parse_run_id(run)?;
+    let settings = wiring::settings()?;
+    let store = wiring::store(&settings).await?;
+    let summary = store.run(&run_id).await.map_err(Failure::failed)?;
+    let events = store.read(&run_id, 0).await.map_err(Failure::failed)?;
+    let state = RunState::from_events(&events).map_err(|e| Failure::failed(anyhow!(e)))?;
+    let pending = match state.next_action() {
+        Action::AwaitApproval { call, command } => Some(json!({"call_id": call.id, "tool": call.name, "command": command})),
+        _ => None,
+    };
+    let mut object = summary_json(&summary);
+    object["model"] = json!(state.agent.model);
+    object["policy"] = json!(state.policy);
+    object["turns"] = json!(state.turns);
+    object["workspace"] = json!(state.sandbox.as_ref().map(|s| &s.workspace));
+    object["pending_approval"] = json!(pending);
+    object["output"] = json!(state.output);
+    object["error"] = json!(state.error);
+    if as_json {
+        println!("{object}");
+        return Ok(0);
+    }
+    println!("run        {}", summary.id);
+    println!("agent      {} ({})", summary.agent, state.agent.model);
+    println!("status     {}", summary.status);
+    println!("created    {}", summary.created_at);
+    println!("updated    {}", summary.updated_at);
+    println!("turns      {}", state.turns);
+    println!("events     {}", summary.last_seq);
+    match &state.policy {
+        Some(p) => println!(
+            "sandbox    {} network={} approval={} env=[{}]",
+            p.backend,
+            p.network,
+            p.approval,
+            p.env.join(", ")
+        ),
+        None => println!("sandbox    none"),
+    }
+    if let Some(sandbox) = &state.sandbox {
+        println!("workspace  {}", sandbox.workspace);
+    }
+    if let Some(p) = &pending {
+        println!("waiting    approval of call {} : $ {}", p["call_id"].as_str().unwrap_or_default(), p["command"].as_str().unwrap_or_default());
+        println!("           toren approve {run_id} {0} | toren deny {run_id} {0} --reason TEXT", p["call_id"].as_str().unwrap_or_default());
+    }
+    if let Some(output) = &state.output {
+        println!("output\n{output}");
+    }
+    if let Some(error) = &state.error {
+        println!("error      {error}");
+    }
+    Ok(0)
+}

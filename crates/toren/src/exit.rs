@@ -1,0 +1,39 @@
+//! Exit statuses and how failures are reported: one clear message on stderr.
+
+use std::process::ExitCode;
+
+/// The run failed, or the command could not do what was asked.
+pub(crate) const FAILED: u8 = 1;
+/// Bad configuration or usage: nothing was started.
+pub(crate) const USAGE: u8 = 2;
+/// Interrupted by Ctrl-C or SIGTERM.
+pub(crate) const INTERRUPTED: u8 = 130;
+
+/// A command's failure: an exit status and the message for the person.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) error: anyhow::Error,
+}
+
+impl Failure {
+    pub(crate) fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: USAGE,
+            error: error.into(),
+        }
+    }
+
+    pub(crate) fn failed(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: FAILED,
+            error: error.into(),
+        }
+    }
+
+    #[expect(clippy::print_stderr, reason = "the one place that reports a failed command")]
+    pub(crate) fn report(self) -> ExitCode {
+        eprintln!("error: {:#}", self.error);
+        ExitCode::from(self.code)
+    }
+}

@@ -1,0 +1,107 @@
+//! The one place that reads the process environment and picks concrete backends: the
+//! settings, the SQLite event log, the sandbox backend and the model provider.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use async_trait::async_trait;
+use toren_config::{SandboxChoice, Settings};
+use toren_model::{ModelProvider, ProviderSettings};
+use toren_protocol::{AgentSpec, ResolvedPolicy, RunId};
+use toren_sandbox::{LocalBackend, Sandbox};
+use toren_store::{EventLog, SqliteStore};
+use toren_worker::SandboxBackend;
+
+use crate::exit::Failure;
+
+/// Resolves settings from the environment; a bad value is a usage error (exit 2).
+pub(crate) fn settings() -> Result<Settings, Failure> {
+    Settings::from_lookup(|name| std::env::var(name).ok()).map_err(Failure::usage)
+}
+
+/// Looks a variable up in this process's environment (for granted sandbox variables).
+pub(crate) fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Opens the event log named by `TOREN_DATABASE_URL`.
+pub(crate) async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Failure> {
+    let store = SqliteStore::open(&settings.database_url)
+        .await
+        .map_err(|e| Failure::usage(anyhow!(e).context(format!("cannot open the event log at {}", settings.database_url))))?;
+    Ok(Arc::new(store))
+}
+
+/// The sandbox backend `TOREN_SANDBOX` picked, checked once: a backend that cannot work
+/// here fails now, naming the fix.
+pub(crate) fn sandbox_backend(settings: &Settings) -> Result<Option<Arc<dyn SandboxBackend>>, Failure> {
+    match settings.sandbox {
+        SandboxChoice::None => Ok(None),
+        SandboxChoice::Local => {
+            LocalBackend::check().map_err(Failure::usage)?;
+            Ok(Some(Arc::new(Local(LocalBackend::new(settings.sandbox_root.clone())))))
+        }
+    }
+}
+
+/// The policy a new run of `agent` is pinned to, or a usage error if the agent needs a
+/// sandbox this process cannot give it.
+pub(crate) fn resolve_policy(
+    agent: &AgentSpec,
+    settings: &Settings,
+) -> Result<Option<ResolvedPolicy>, Failure> {
+    let Some(sandbox) = &agent.sandbox else {
+        return Ok(None);
+    };
+    let backend = match settings.sandbox {
+        SandboxChoice::Local => "local",
+        SandboxChoice::None => {
+            return Err(Failure::usage(anyhow!(
+                "agent `{}` has a sandbox, but sandboxes are disabled (TOREN_SANDBOX=none); set TOREN_SANDBOX=local to run it on this machine with bubblewrap",
+                agent.name
+            )));
+        }
+    };
+    Ok(Some(ResolvedPolicy {
+        backend: backend.to_owned(),
+        image: sandbox.image.clone(),
+        network: sandbox.network,
+        approval: sandbox.approval,
+        env: sandbox.env.clone(),
+    }))
+}
+
+/// The model provider for `agent`; a missing key is a usage error naming the variable.
+pub(crate) fn model(agent: &AgentSpec, settings: &Settings) -> Result<Arc<dyn ModelProvider>, Failure> {
+    let provider_settings = ProviderSettings {
+        anthropic_api_key: settings.anthropic_api_key.as_ref().map(|k| k.expose().to_owned()),
+        anthropic_base_url: settings.anthropic_base_url.clone(),
+        openai_api_key: settings.openai_api_key.as_ref().map(|k| k.expose().to_owned()),
+        openai_base_url: settings.openai_base_url.clone(),
+        ollama_host: settings.ollama_host.clone(),
+    };
+    let agent_dir = agent.source.as_deref().map(Path::new).and_then(Path::parent);
+    toren_model::build_provider(&agent.model, agent_dir, &provider_settings).map_err(|e| {
+        Failure::usage(anyhow!(e).context(format!("agent `{}`", agent.name)))
+    })
+}
+
+/// The local (bubblewrap) backend behind the worker's backend seam.
+struct Local(LocalBackend);
+
+#[async_trait]
+impl SandboxBackend for Local {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn open(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error> {
+        self.0.open(run, policy, env).await
+    }
+}
