@@ -1,0 +1,92 @@
+//! Under `approval: always`, no bash command starts before a human decided, decisions
+//! come from another terminal, a denial reaches the model, and a call is decided once.
+
+use std::time::Duration;
+
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+use super::common::{Toren, text};
+
+const SCRIPT: &str = r#"
+turns:
+  - tool_calls:
+      - bash: {command: "touch approved.txt"}
+      - bash: {command: "touch denied.txt"}
+      - write_file: {path: free.txt, content: "file tools never ask\n"}
+  - text: "finished"
+"#;
+
+fn position(events: &[Value], kind: &str, call: &str) -> Option<usize> {
+    events.iter().position(|e| e["type"] == kind && e["call_id"] == call)
+}
+
+#[test]
+fn bash_waits_for_decisions_from_another_terminal() {
+    let toren = Toren::new();
+    toren.file("s.yaml", SCRIPT);
+    toren.agent("careful", "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n");
+    let child = toren.spawn(&["run", "careful", "--input", "go"]);
+
+    let run = toren.wait_for_status("awaiting_approval");
+    let ws = toren.workspace(&run);
+    // Give a wrongly eager runtime the chance to run the command anyway.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!ws.join("approved.txt").exists(), "nothing ran before the decision");
+    let events = toren.events(&run);
+    assert_eq!(position(&events, "tool_started", "call_1"), None);
+    assert_eq!(toren.show(&run)["pending_approval"]["call_id"], "call_1");
+    assert_eq!(toren.show(&run)["pending_approval"]["command"], "touch approved.txt");
+
+    // A decision for a call that is not pending is refused.
+    let early = toren.run(&["approve", &run, "call_2"]);
+    assert_ne!(early.status.code(), Some(0));
+
+    let ok = toren.run(&["approve", &run, "call_1"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    // A second decision for the same call is refused, and not recorded.
+    let again = toren.run(&["deny", &run, "call_1", "--reason", "changed my mind"]);
+    assert_ne!(again.status.code(), Some(0));
+    assert!(text(&again.stderr).contains("already"), "{}", text(&again.stderr));
+
+    // The run goes on to the next bash call and waits again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while position(&toren.events(&run), "approval_requested", "call_2").is_none() {
+        assert!(std::time::Instant::now() < deadline, "second approval never requested");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ws.join("approved.txt").exists());
+    let denied = toren.run(&["deny", &run, "call_2", "--reason", "no stray files please"]);
+    assert_eq!(denied.status.code(), Some(0), "{}", text(&denied.stderr));
+
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "finished\n");
+    assert!(stderr.contains(&format!("toren approve {run} call_1")), "says how to answer: {stderr}");
+    assert!(!ws.join("denied.txt").exists(), "a denied command never runs");
+    assert!(ws.join("free.txt").exists());
+
+    let events = toren.events(&run);
+    let decided = position(&events, "approval_decided", "call_1").unwrap();
+    let started = position(&events, "tool_started", "call_1").unwrap();
+    assert!(decided < started, "approval_decided precedes tool_started");
+    assert_eq!(events.iter().filter(|e| e["type"] == "approval_decided").count(), 2);
+    assert_eq!(position(&events, "tool_started", "call_2"), None);
+    let denial = &events[position(&events, "tool_completed", "call_2").unwrap()];
+    assert_eq!(denial["is_error"], true);
+    assert!(denial["output"].as_str().unwrap().contains("no stray files please"), "{denial}");
+    assert_eq!(position(&events, "approval_requested", "call_3"), None, "file tools never ask");
+}
+
+#[test]
+fn approval_never_runs_bash_directly() {
+    let toren = Toren::new();
+    toren.file("s.yaml", SCRIPT);
+    toren.agent("free", "name: free\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n");
+    let out = toren.run(&["run", "free", "--input", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run = toren.newest_run().unwrap();
+    assert!(toren.workspace(&run).join("denied.txt").exists());
+    assert!(!toren.event_types(&run).iter().any(|t| t.starts_with("approval")));
+}

@@ -1,0 +1,138 @@
+//! A hermetic Toren home per test and helpers to run the real `toren` binary in it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// A temporary `TOREN_HOME` with an agents directory; every command runs with a cleared
+/// environment plus exactly the variables set here.
+pub struct Toren {
+    pub dir: TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Toren {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+        let home = dir.path().join("home");
+        let env = vec![
+            ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+            ("HOME".to_owned(), home.display().to_string()),
+            ("TOREN_HOME".to_owned(), dir.path().join("toren").display().to_string()),
+            ("TOREN_AGENTS".to_owned(), dir.path().join("agents").display().to_string()),
+            ("TOREN_SANDBOX".to_owned(), "local".to_owned()),
+        ];
+        Self { dir, env }
+    }
+
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.retain(|(n, _)| n != name);
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn agents(&self) -> PathBuf {
+        self.dir.path().join("agents")
+    }
+
+    pub fn sandbox_root(&self) -> PathBuf {
+        self.dir.path().join("toren").join("sandboxes")
+    }
+
+    /// Writes `agents/<name>.yaml` and returns its path.
+    pub fn agent(&self, name: &str, yaml: &str) -> PathBuf {
+        let path = self.agents().join(format!("{name}.yaml"));
+        std::fs::write(&path, yaml).unwrap();
+        path
+    }
+
+    /// Writes a file beside the agents (e.g. a script for the scripted model).
+    pub fn file(&self, name: &str, content: &str) -> PathBuf {
+        let path = self.agents().join(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toren"));
+        cmd.args(args).env_clear().stdin(Stdio::null());
+        for (name, value) in &self.env {
+            cmd.env(name, value);
+        }
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `toren events RUN --json`, parsed.
+    pub fn events(&self, run: &str) -> Vec<Value> {
+        let out = self.run(&["events", run, "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The `type` of every event of the run, in order.
+    pub fn event_types(&self, run: &str) -> Vec<String> {
+        self.events(run)
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// `toren runs show RUN --json`, parsed.
+    pub fn show(&self, run: &str) -> Value {
+        let out = self.run(&["runs", "show", run, "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The id of the newest run.
+    pub fn newest_run(&self) -> Option<String> {
+        let out = self.run(&["runs", "list", "--json"]);
+        let runs: Value = serde_json::from_slice(&out.stdout).ok()?;
+        runs.get(0)?["id"].as_str().map(str::to_owned)
+    }
+
+    /// Waits until the newest run has `status`, returning its id.
+    pub fn wait_for_status(&self, status: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(run) = self.newest_run() {
+                if self.show(&run)["status"] == status {
+                    return run;
+                }
+            }
+            assert!(Instant::now() < deadline, "no run reached status {status}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn workspace(&self, run: &str) -> PathBuf {
+        self.sandbox_root().join(run)
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

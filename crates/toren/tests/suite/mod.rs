@@ -1,0 +1,5 @@
+mod approval;
+mod common;
+mod config_errors;
+mod providers;
+mod scripted;
