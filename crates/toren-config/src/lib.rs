@@ -1,1 +1,24 @@
-//! toren-config
+//! Agent files and runtime settings.
+//!
+//! [`load_agent`] reads an `agent.yaml` into a [`toren_protocol::AgentSpec`]; every problem
+//! in the file is reported as `file:line:col: error: message` with the offending line
+//! underneath ([`Diagnostic`]). [`AgentRef`] / [`find_agent`] find an agent by path or by
+//! name in the agents directory. [`Settings::from_lookup`] resolves the runtime settings
+//! from the environment variables declared in [`env_vars`], through a lookup function the
+//! binary supplies — this crate never reads the environment itself.
+
+mod agent_file;
+mod diagnostic;
+pub mod env_vars;
+mod error;
+mod lookup;
+mod raw;
+mod settings;
+mod yaml_errors;
+
+pub use agent_file::{MAX_NAME_LEN, PROVIDERS, load_agent, parse_agent};
+pub use diagnostic::{Diagnostic, Position};
+pub use env_vars::{ENV_VARS, EnvVar};
+pub use error::{Error, Result};
+pub use lookup::{AGENT_FILE_NAME, AgentEntry, AgentRef, find_agent, list_agents, resolve_agent};
+pub use settings::{SandboxChoice, Secret, Settings};

@@ -1,0 +1,142 @@
+//! The one registry of environment variables Toren reads, as data.
+//!
+//! Every variable [`crate::Settings::from_lookup`] consults is declared here with its
+//! default and a description, so documentation can be generated from (and checked against)
+//! [`ENV_VARS`], and so agent files can be refused when they try to grant one of Toren's own
+//! credentials to a sandbox. No code reads the process environment; the binary passes a
+//! lookup function.
+
+/// One environment variable Toren reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvVar {
+    pub name: &'static str,
+    /// The value used when the variable is unset or empty, as documented; `$VAR` stands for
+    /// another variable's resolved value. `None`: no default (the feature is off).
+    pub default: Option<&'static str>,
+    pub description: &'static str,
+    /// A credential: never printed, never granted to a sandbox.
+    pub secret: bool,
+}
+
+pub const TOREN_HOME: EnvVar = EnvVar {
+    name: "TOREN_HOME",
+    default: Some("$HOME/.toren"),
+    description: "Directory for Toren's own data: the default database and sandbox workspaces.",
+    secret: false,
+};
+
+pub const TOREN_AGENTS: EnvVar = EnvVar {
+    name: "TOREN_AGENTS",
+    default: Some("./agents"),
+    description: "Directory searched for agents given by name: NAME.yaml, NAME.yml or \
+                  NAME/agent.yaml.",
+    secret: false,
+};
+
+pub const TOREN_DATABASE_URL: EnvVar = EnvVar {
+    name: "TOREN_DATABASE_URL",
+    default: Some("sqlite://$TOREN_HOME/toren.db"),
+    description: "The event log and run queue database (sqlite://PATH or postgres://...).",
+    secret: true,
+};
+
+pub const TOREN_SANDBOX: EnvVar = EnvVar {
+    name: "TOREN_SANDBOX",
+    default: Some("local"),
+    description: "Sandbox backend: `local` (bubblewrap) or `none` (sandbox agents fail fast). \
+                  `auto`, `docker` and `e2b` are not available in this version.",
+    secret: false,
+};
+
+pub const TOREN_SANDBOX_ROOT: EnvVar = EnvVar {
+    name: "TOREN_SANDBOX_ROOT",
+    default: Some("$TOREN_HOME/sandboxes"),
+    description: "Directory holding one workspace per run or session. Toren never deletes \
+                  a workspace.",
+    secret: false,
+};
+
+pub const ANTHROPIC_API_KEY: EnvVar = EnvVar {
+    name: "ANTHROPIC_API_KEY",
+    default: None,
+    description: "API key for `anthropic/...` models.",
+    secret: true,
+};
+
+pub const ANTHROPIC_BASE_URL: EnvVar = EnvVar {
+    name: "ANTHROPIC_BASE_URL",
+    default: Some("https://api.anthropic.com"),
+    description: "Base URL of the Anthropic Messages API.",
+    secret: false,
+};
+
+pub const OPENAI_API_KEY: EnvVar = EnvVar {
+    name: "OPENAI_API_KEY",
+    default: None,
+    description: "API key for `openai/...` models (and OpenAI-compatible servers).",
+    secret: true,
+};
+
+pub const OPENAI_BASE_URL: EnvVar = EnvVar {
+    name: "OPENAI_BASE_URL",
+    default: Some("https://api.openai.com/v1"),
+    description: "Base URL of the OpenAI Chat Completions API or a compatible server.",
+    secret: false,
+};
+
+pub const OLLAMA_HOST: EnvVar = EnvVar {
+    name: "OLLAMA_HOST",
+    default: Some("http://localhost:11434"),
+    description: "Address of the Ollama server for `ollama/...` models (`http://` is assumed \
+                  when no scheme is given).",
+    secret: false,
+};
+
+pub const HOME: EnvVar = EnvVar {
+    name: "HOME",
+    default: None,
+    description: "The user's home directory; only used for the default of `TOREN_HOME`.",
+    secret: false,
+};
+
+/// Every variable Toren reads, in documentation order.
+pub const ENV_VARS: &[EnvVar] = &[
+    TOREN_HOME,
+    TOREN_AGENTS,
+    TOREN_DATABASE_URL,
+    TOREN_SANDBOX,
+    TOREN_SANDBOX_ROOT,
+    ANTHROPIC_API_KEY,
+    ANTHROPIC_BASE_URL,
+    OPENAI_API_KEY,
+    OPENAI_BASE_URL,
+    OLLAMA_HOST,
+    HOME,
+];
+
+/// The registered variable called `name`.
+pub fn lookup(name: &str) -> Option<&'static EnvVar> {
+    ENV_VARS.iter().find(|var| var.name == name)
+}
+
+/// Whether `name` is one of Toren's own credentials.
+pub fn is_secret(name: &str) -> bool {
+    lookup(name).is_some_and(|var| var.secret)
+}
+
+/// A Markdown table of [`ENV_VARS`] for the documentation (`| Variable | Default | ... |`).
+pub fn markdown_table() -> String {
+    let mut table = String::from("| Variable | Default | Description |\n|---|---|---|\n");
+    for var in ENV_VARS {
+        let default = var
+            .default
+            .map_or_else(|| "(unset)".to_owned(), |d| format!("`{d}`"));
+        let description = var
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        table.push_str(&format!("| `{}` | {default} | {description} |\n", var.name));
+    }
+    table
+}

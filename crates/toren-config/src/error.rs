@@ -1,0 +1,127 @@
+//! The crate's one error type: what can go wrong reading agent files and settings.
+//!
+//! Each variant's `Display` is the complete message a person reads, including what to do;
+//! an invalid agent file displays as its [`Diagnostic`] (`file:line:col: error: ...` plus
+//! the source snippet).
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::diagnostic::Diagnostic;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The agent file was read but is not a valid agent.
+    #[error("{0}")]
+    InvalidAgent(Box<Diagnostic>),
+
+    #[error("{}: error: cannot read the agent file: {cause}", path.display())]
+    ReadAgent { path: PathBuf, cause: io::Error },
+
+    #[error("{}", not_found(reference, searched, agents_dir, available.as_deref()))]
+    AgentNotFound {
+        reference: String,
+        /// The paths tried, in order.
+        searched: Vec<PathBuf>,
+        agents_dir: PathBuf,
+        /// The agent names in `agents_dir`; `None` when it could not be listed.
+        available: Option<Vec<String>>,
+    },
+
+    #[error(
+        "`{reference}` is neither a path to an agent file nor a valid agent name ({problem}); \
+         pass a path (containing `/` or ending in `.yaml`) or an agent's name"
+    )]
+    InvalidAgentName { reference: String, problem: String },
+
+    #[error(
+        "agent `{name}` is defined more than once: {}; remove or rename all but one",
+        list_paths(paths)
+    )]
+    AmbiguousAgent { name: String, paths: Vec<PathBuf> },
+
+    #[error("cannot list the agents in {}: {cause}", dir.display())]
+    ListAgents { dir: PathBuf, cause: io::Error },
+
+    #[error(
+        "cannot tell where Toren keeps its data: neither TOREN_HOME nor HOME is set; \
+         set TOREN_HOME to a directory, e.g. TOREN_HOME=/var/lib/toren"
+    )]
+    NoHome,
+
+    #[error("{var}={value} is not valid: expected {expected}")]
+    InvalidSetting {
+        var: &'static str,
+        value: String,
+        expected: String,
+    },
+
+    #[error(
+        "TOREN_SANDBOX={value} is not available in this version of Toren; set \
+         TOREN_SANDBOX=local (bubblewrap) or TOREN_SANDBOX=none (no sandbox)"
+    )]
+    SandboxUnavailable { value: String },
+}
+
+impl Error {
+    /// The file:line:col diagnostic, when the error is about an agent file's content.
+    pub fn diagnostic(&self) -> Option<&Diagnostic> {
+        match self {
+            Self::InvalidAgent(diagnostic) => Some(diagnostic),
+            Self::ReadAgent { .. }
+            | Self::AgentNotFound { .. }
+            | Self::InvalidAgentName { .. }
+            | Self::AmbiguousAgent { .. }
+            | Self::ListAgents { .. }
+            | Self::NoHome
+            | Self::InvalidSetting { .. }
+            | Self::SandboxUnavailable { .. } => None,
+        }
+    }
+
+    /// Whether the error comes from the process environment (settings) rather than from an
+    /// agent file or its lookup.
+    pub fn is_setting(&self) -> bool {
+        match self {
+            Self::NoHome | Self::InvalidSetting { .. } | Self::SandboxUnavailable { .. } => true,
+            Self::InvalidAgent(_)
+            | Self::ReadAgent { .. }
+            | Self::AgentNotFound { .. }
+            | Self::InvalidAgentName { .. }
+            | Self::AmbiguousAgent { .. }
+            | Self::ListAgents { .. } => false,
+        }
+    }
+}
+
+fn list_paths(paths: &[PathBuf]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    shown.join(", ")
+}
+
+fn not_found(
+    reference: &str,
+    searched: &[PathBuf],
+    agents_dir: &Path,
+    available: Option<&[String]>,
+) -> String {
+    let mut message = format!(
+        "no agent `{reference}`: looked for {}",
+        list_paths(searched)
+    );
+    let dir = agents_dir.display();
+    // Writing to a String cannot fail.
+    let _ = match available {
+        None => write!(
+            message,
+            "\nthe agents directory {dir} does not exist or cannot be read; \
+             set TOREN_AGENTS or pass the path of an agent file"
+        ),
+        Some([]) => write!(message, "\nthere are no agents in {dir}"),
+        Some(names) => write!(message, "\nagents in {dir}: {}", names.join(", ")),
+    };
+    message
+}

@@ -1,0 +1,188 @@
+//! The agent file as written: the YAML shape with the position of every value kept.
+//!
+//! These types mirror `agent.yaml` key for key (unknown keys are refused by serde), wrap
+//! values in [`Spanned`] so that `agent_file` can point at the line and column of a value
+//! it rejects, and accept a wrong type for `sandbox` and `max_turns` as data ([`Found`])
+//! so the error can name the value's own position rather than its key's.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+
+/// The top-level mapping of `agent.yaml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAgent {
+    pub(crate) name: Spanned<String>,
+    pub(crate) model: Spanned<String>,
+    #[serde(default)]
+    pub(crate) instructions: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) sandbox: Option<Spanned<RawSandbox>>,
+    #[serde(default)]
+    pub(crate) max_turns: Option<Spanned<RawCount>>,
+}
+
+/// `sandbox:` — `true`, `false`, a mapping, or something else to report.
+#[derive(Debug)]
+pub(crate) enum RawSandbox {
+    Flag(bool),
+    Mapping(RawSandboxMapping),
+    Other(Found),
+}
+
+/// The mapping form of `sandbox:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSandboxMapping {
+    #[serde(default)]
+    pub(crate) image: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) network: Option<bool>,
+    #[serde(default)]
+    pub(crate) approval: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) env: Option<Vec<Spanned<String>>>,
+}
+
+/// A count such as `max_turns:` — an integer (any sign, checked later) or something else.
+#[derive(Debug)]
+pub(crate) enum RawCount {
+    Integer(i128),
+    Other(Found),
+}
+
+/// A description of a value of the wrong type, for the error message (`the string "yes"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Found(pub(crate) String);
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Found {
+    fn string(value: &str) -> Self {
+        Self(format!("the string {value:?}"))
+    }
+
+    fn number(value: impl fmt::Display) -> Self {
+        Self(format!("the number {value}"))
+    }
+}
+
+/// Drains a list so the parser moves past it, and describes it.
+fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Found, A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(Found("a list".to_owned()))
+}
+
+/// Drains a mapping so the parser moves past it, and describes it.
+fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Found, A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(Found("a mapping".to_owned()))
+}
+
+impl<'de> Deserialize<'de> for RawSandbox {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SandboxVisitor;
+
+        impl<'de> Visitor<'de> for SandboxVisitor {
+            type Value = RawSandbox;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false or a mapping")
+            }
+
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawSandbox, E> {
+                Ok(RawSandbox::Flag(value))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawSandbox, A::Error> {
+                // Hand serde-saphyr's own map access to the derived impl, so that unknown
+                // keys are refused and the `Spanned` values inside keep their positions.
+                RawSandboxMapping::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawSandbox::Mapping)
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<RawSandbox, E> {
+                Ok(RawSandbox::Other(Found::string(value)))
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawSandbox, E> {
+                Ok(RawSandbox::Other(Found::number(value)))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawSandbox, E> {
+                Ok(RawSandbox::Other(Found::number(value)))
+            }
+
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawSandbox, E> {
+                Ok(RawSandbox::Other(Found::number(value)))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawSandbox, A::Error> {
+                skip_seq(seq).map(RawSandbox::Other)
+            }
+        }
+
+        deserializer.deserialize_any(SandboxVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawCount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CountVisitor;
+
+        impl<'de> Visitor<'de> for CountVisitor {
+            type Value = RawCount;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a positive integer")
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawCount, E> {
+                Ok(RawCount::Integer(i128::from(value)))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawCount, E> {
+                Ok(RawCount::Integer(i128::from(value)))
+            }
+
+            fn visit_i128<E: de::Error>(self, value: i128) -> Result<RawCount, E> {
+                Ok(RawCount::Integer(value))
+            }
+
+            fn visit_u128<E: de::Error>(self, value: u128) -> Result<RawCount, E> {
+                Ok(RawCount::Integer(
+                    i128::try_from(value).unwrap_or(i128::MAX),
+                ))
+            }
+
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawCount, E> {
+                Ok(RawCount::Other(Found(format!("`{value}`"))))
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<RawCount, E> {
+                Ok(RawCount::Other(Found::string(value)))
+            }
+
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawCount, E> {
+                Ok(RawCount::Other(Found::number(value)))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawCount, A::Error> {
+                skip_seq(seq).map(RawCount::Other)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawCount, A::Error> {
+                skip_map(map).map(RawCount::Other)
+            }
+        }
+
+        deserializer.deserialize_any(CountVisitor)
+    }
+}

@@ -1,0 +1,184 @@
+//! Runtime settings resolved from environment variables, through a lookup function.
+//!
+//! [`Settings::from_lookup`] reads only the variables declared in `env_vars` and turns them
+//! into plain values with the documented defaults; a wrong value fails here, at startup,
+//! with a message naming the fix. The binary passes the process environment; tests pass a
+//! map. Credentials are held in [`Secret`] so `Debug` output never shows them.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::env_vars::{self, EnvVar};
+use crate::error::{Error, Result};
+
+/// The settings every Toren process starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `TOREN_HOME`: Toren's own data directory.
+    pub home: PathBuf,
+    /// `TOREN_AGENTS`: where agents given by name are looked up.
+    pub agents_dir: PathBuf,
+    /// `TOREN_DATABASE_URL`; a secret because a Postgres URL may carry a password.
+    pub database_url: Secret,
+    /// `TOREN_SANDBOX`.
+    pub sandbox: SandboxChoice,
+    /// `TOREN_SANDBOX_ROOT`: parent of the per-run and per-session workspaces.
+    pub sandbox_root: PathBuf,
+    pub anthropic_api_key: Option<Secret>,
+    /// Without a trailing `/`.
+    pub anthropic_base_url: String,
+    pub openai_api_key: Option<Secret>,
+    /// Without a trailing `/`.
+    pub openai_base_url: String,
+    /// With a scheme, without a trailing `/`.
+    pub ollama_host: String,
+}
+
+impl Settings {
+    /// Resolves the settings from `lookup` (a variable name → its value); empty values
+    /// count as unset.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let read = |var: &EnvVar| lookup(var.name).filter(|value| !value.is_empty());
+        let default = |var: &EnvVar| var.default.unwrap_or_default().to_owned();
+
+        let home = match read(&env_vars::TOREN_HOME) {
+            Some(home) => PathBuf::from(home),
+            None => match read(&env_vars::HOME) {
+                Some(user_home) => PathBuf::from(user_home).join(".toren"),
+                None => return Err(Error::NoHome),
+            },
+        };
+        let database_url = read(&env_vars::TOREN_DATABASE_URL)
+            .unwrap_or_else(|| format!("sqlite://{}", home.join("toren.db").display()));
+        let sandbox = match read(&env_vars::TOREN_SANDBOX) {
+            Some(value) => value.parse()?,
+            None => SandboxChoice::Local,
+        };
+        let sandbox_root = read(&env_vars::TOREN_SANDBOX_ROOT)
+            .map_or_else(|| home.join("sandboxes"), PathBuf::from);
+        let ollama_host = read(&env_vars::OLLAMA_HOST).map_or_else(
+            || default(&env_vars::OLLAMA_HOST),
+            |host| {
+                if host.contains("://") {
+                    host
+                } else {
+                    format!("http://{host}")
+                }
+            },
+        );
+
+        Ok(Self {
+            agents_dir: PathBuf::from(
+                read(&env_vars::TOREN_AGENTS).unwrap_or_else(|| default(&env_vars::TOREN_AGENTS)),
+            ),
+            database_url: Secret::new(database_url),
+            sandbox,
+            sandbox_root,
+            anthropic_api_key: read(&env_vars::ANTHROPIC_API_KEY).map(Secret::new),
+            anthropic_base_url: http_url(
+                &env_vars::ANTHROPIC_BASE_URL,
+                read(&env_vars::ANTHROPIC_BASE_URL),
+            )?,
+            openai_api_key: read(&env_vars::OPENAI_API_KEY).map(Secret::new),
+            openai_base_url: http_url(
+                &env_vars::OPENAI_BASE_URL,
+                read(&env_vars::OPENAI_BASE_URL),
+            )?,
+            ollama_host: http_url(&env_vars::OLLAMA_HOST, Some(ollama_host))?,
+            home,
+        })
+    }
+}
+
+/// `value` (or the variable's default) checked to be an http(s) URL, trailing `/` removed.
+fn http_url(var: &'static EnvVar, value: Option<String>) -> Result<String> {
+    let url = value.unwrap_or_else(|| var.default.unwrap_or_default().to_owned());
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    match rest {
+        Some(host) if !host.is_empty() && !url.chars().any(char::is_whitespace) => {
+            Ok(url.trim_end_matches('/').to_owned())
+        }
+        _ => Err(Error::InvalidSetting {
+            var: var.name,
+            value: url,
+            expected: "an http:// or https:// URL".to_owned(),
+        }),
+    }
+}
+
+/// The sandbox backend picked with `TOREN_SANDBOX`. Only implemented backends are
+/// variants; recognised but unimplemented names fail in [`FromStr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SandboxChoice {
+    /// bubblewrap namespaces over the workspace (the default).
+    Local,
+    /// No sandbox: agents that ask for one fail fast.
+    None,
+}
+
+impl SandboxChoice {
+    /// The accepted `TOREN_SANDBOX` values that are implemented.
+    pub const AVAILABLE: &[&str] = &["local", "none"];
+    /// Values that name a backend this version does not have yet.
+    pub const PLANNED: &[&str] = &["auto", "docker", "e2b"];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for SandboxChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SandboxChoice {
+    type Err = Error;
+
+    fn from_str(value: &str) -> Result<Self> {
+        match value {
+            "local" => Ok(Self::Local),
+            "none" => Ok(Self::None),
+            planned if Self::PLANNED.contains(&planned) => Err(Error::SandboxUnavailable {
+                value: planned.to_owned(),
+            }),
+            other => Err(Error::InvalidSetting {
+                var: env_vars::TOREN_SANDBOX.name,
+                value: other.to_owned(),
+                expected: format!(
+                    "one of: {} ({} are not available in this version)",
+                    Self::AVAILABLE.join(", "),
+                    Self::PLANNED.join(", ")
+                ),
+            }),
+        }
+    }
+}
+
+/// A credential. Its `Debug` prints `***`; read it with [`Secret::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret value, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}

@@ -1,0 +1,127 @@
+//! Valid agent files become the expected `AgentSpec`, defaults included.
+
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+use toren_config::{load_agent, parse_agent};
+use toren_protocol::{AgentSpec, ApprovalPolicy, SandboxSpec};
+
+fn parse(yaml: &str) -> AgentSpec {
+    match parse_agent(Path::new("agents/x.yaml"), yaml) {
+        Ok(spec) => spec,
+        Err(error) => panic!("expected a valid agent, got:\n{error}"),
+    }
+}
+
+#[test]
+fn a_minimal_file_has_no_sandbox_and_the_default_turn_limit() {
+    let spec = parse("name: builder\nmodel: anthropic/claude-sonnet-5\n");
+    assert_eq!(
+        spec,
+        AgentSpec {
+            name: "builder".to_owned(),
+            model: "anthropic/claude-sonnet-5".to_owned(),
+            instructions: None,
+            sandbox: None,
+            max_turns: 50,
+            source: None,
+        }
+    );
+}
+
+#[test]
+fn sandbox_true_means_every_default() {
+    let spec = parse("name: builder\nmodel: anthropic/claude-sonnet-5\nsandbox: true\n");
+    assert_eq!(
+        spec.sandbox,
+        Some(SandboxSpec {
+            image: None,
+            network: false,
+            approval: ApprovalPolicy::Always,
+            env: vec![],
+        })
+    );
+}
+
+#[test]
+fn sandbox_false_or_empty_means_no_sandbox() {
+    for yaml in [
+        "name: a\nmodel: ollama/llama3.2\nsandbox: false\n",
+        "name: a\nmodel: ollama/llama3.2\nsandbox:\n",
+    ] {
+        assert_eq!(parse(yaml).sandbox, None, "{yaml}");
+    }
+}
+
+#[test]
+fn an_empty_sandbox_mapping_means_every_default() {
+    let spec = parse("name: a\nmodel: openai/gpt-5\nsandbox: {}\n");
+    assert_eq!(spec.sandbox, Some(SandboxSpec::default()));
+}
+
+#[test]
+fn a_full_file_keeps_every_setting() {
+    let yaml = "\
+# A full agent file.
+name: data_cruncher-2
+model: openai/gpt-5
+instructions: |
+  Crunch the numbers.
+  Report the totals.
+sandbox:
+  image: node:22-slim
+  network: true
+  approval: never
+  env:
+    - MY_APP_DB_URL
+    - _PRIVATE_TOKEN2
+max_turns: 7
+";
+    assert_eq!(
+        parse(yaml),
+        AgentSpec {
+            name: "data_cruncher-2".to_owned(),
+            model: "openai/gpt-5".to_owned(),
+            instructions: Some("Crunch the numbers.\nReport the totals.\n".to_owned()),
+            sandbox: Some(SandboxSpec {
+                image: Some("node:22-slim".to_owned()),
+                network: true,
+                approval: ApprovalPolicy::Never,
+                env: vec!["MY_APP_DB_URL".to_owned(), "_PRIVATE_TOKEN2".to_owned()],
+            }),
+            max_turns: 7,
+            source: None,
+        }
+    );
+}
+
+#[test]
+fn a_model_id_may_itself_contain_slashes() {
+    let spec = parse("name: a\nmodel: openai/meta-llama/Llama-3.3-70B\n");
+    assert_eq!(spec.model_parts(), ("openai", "meta-llama/Llama-3.3-70B"));
+}
+
+#[test]
+fn load_agent_records_the_absolute_path_of_the_file() {
+    // Tests run in the crate's directory, so this path is relative and has `..` in it.
+    let relative = Path::new("../../examples/coder/agent.yaml");
+    let spec = load_agent(relative).expect("valid agent");
+    let expected = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("workspace root")
+        .join("examples/coder/agent.yaml");
+    assert_eq!(spec.source, Some(expected.display().to_string()));
+}
+
+#[test]
+fn the_example_agents_in_the_repository_are_valid() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for name in ["coder", "hello-sandbox"] {
+        let path = examples.join(name).join("agent.yaml");
+        match load_agent(&path) {
+            Ok(spec) => assert_eq!(spec.name, name),
+            Err(error) => panic!("{error}"),
+        }
+    }
+}

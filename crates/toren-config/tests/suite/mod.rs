@@ -1,0 +1,5 @@
+mod agent_errors;
+mod agent_files;
+mod common;
+mod lookup;
+mod settings;

@@ -1,0 +1,178 @@
+//! Settings resolved from a map of variables: defaults, overrides and refused values.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use insta::assert_snapshot;
+use pretty_assertions::assert_eq;
+use toren_config::{ENV_VARS, Error, SandboxChoice, Secret, Settings, env_vars};
+
+fn settings(vars: &[(&str, &str)]) -> Result<Settings, Error> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    Settings::from_lookup(|name| map.get(name).cloned())
+}
+
+#[test]
+fn defaults_follow_home() {
+    let got = settings(&[("HOME", "/home/ada")]).expect("valid");
+    assert_eq!(
+        got,
+        Settings {
+            home: PathBuf::from("/home/ada/.toren"),
+            agents_dir: PathBuf::from("./agents"),
+            database_url: Secret::new("sqlite:///home/ada/.toren/toren.db"),
+            sandbox: SandboxChoice::Local,
+            sandbox_root: PathBuf::from("/home/ada/.toren/sandboxes"),
+            anthropic_api_key: None,
+            anthropic_base_url: "https://api.anthropic.com".to_owned(),
+            openai_api_key: None,
+            openai_base_url: "https://api.openai.com/v1".to_owned(),
+            ollama_host: "http://localhost:11434".to_owned(),
+        }
+    );
+}
+
+#[test]
+fn every_variable_overrides_its_default() {
+    let got = settings(&[
+        ("HOME", "/home/ada"),
+        ("TOREN_HOME", "/srv/toren"),
+        ("TOREN_AGENTS", "/etc/toren/agents"),
+        ("TOREN_DATABASE_URL", "postgres://toren:pw@db/toren"),
+        ("TOREN_SANDBOX", "none"),
+        ("TOREN_SANDBOX_ROOT", "/data/workspaces"),
+        ("ANTHROPIC_API_KEY", "sk-ant-1"),
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9000/"),
+        ("OPENAI_API_KEY", "sk-2"),
+        ("OPENAI_BASE_URL", "https://openrouter.ai/api/v1"),
+        ("OLLAMA_HOST", "127.0.0.1:11500"),
+    ])
+    .expect("valid");
+    assert_eq!(
+        got,
+        Settings {
+            home: PathBuf::from("/srv/toren"),
+            agents_dir: PathBuf::from("/etc/toren/agents"),
+            database_url: Secret::new("postgres://toren:pw@db/toren"),
+            sandbox: SandboxChoice::None,
+            sandbox_root: PathBuf::from("/data/workspaces"),
+            anthropic_api_key: Some(Secret::new("sk-ant-1")),
+            anthropic_base_url: "http://127.0.0.1:9000".to_owned(),
+            openai_api_key: Some(Secret::new("sk-2")),
+            openai_base_url: "https://openrouter.ai/api/v1".to_owned(),
+            ollama_host: "http://127.0.0.1:11500".to_owned(),
+        }
+    );
+}
+
+#[test]
+fn toren_home_moves_the_database_and_workspaces_and_needs_no_home() {
+    let got = settings(&[("TOREN_HOME", "/srv/toren")]).expect("valid");
+    assert_eq!(got.database_url.expose(), "sqlite:///srv/toren/toren.db");
+    assert_eq!(got.sandbox_root, PathBuf::from("/srv/toren/sandboxes"));
+}
+
+#[test]
+fn empty_values_count_as_unset() {
+    let got = settings(&[
+        ("HOME", "/home/ada"),
+        ("TOREN_HOME", ""),
+        ("TOREN_SANDBOX", ""),
+        ("ANTHROPIC_API_KEY", ""),
+        ("OPENAI_BASE_URL", ""),
+    ])
+    .expect("valid");
+    assert_eq!(got.home, PathBuf::from("/home/ada/.toren"));
+    assert_eq!(got.sandbox, SandboxChoice::Local);
+    assert_eq!(got.anthropic_api_key, None);
+    assert_eq!(got.openai_base_url, "https://api.openai.com/v1");
+}
+
+#[test]
+fn no_home_at_all_is_a_clear_error() {
+    let error = settings(&[("HOME", "")]).expect_err("no home");
+    assert!(matches!(error, Error::NoHome));
+    assert_snapshot!(error.to_string());
+}
+
+#[test]
+fn each_toren_sandbox_value() {
+    let choice = |value: &str| settings(&[("HOME", "/h"), ("TOREN_SANDBOX", value)]);
+    assert_eq!(
+        choice("local").expect("valid").sandbox,
+        SandboxChoice::Local
+    );
+    assert_eq!(choice("none").expect("valid").sandbox, SandboxChoice::None);
+    for planned in ["auto", "docker", "e2b"] {
+        let error = choice(planned).expect_err("not in this version");
+        assert!(
+            matches!(&error, Error::SandboxUnavailable { value } if value == planned),
+            "{error:?}"
+        );
+        assert_snapshot!(format!("sandbox_{planned}"), error.to_string());
+    }
+    let error = choice("kubernetes").expect_err("unknown");
+    assert_snapshot!("sandbox_unknown", error.to_string());
+}
+
+#[test]
+fn a_base_url_must_be_http() {
+    let error = settings(&[("HOME", "/h"), ("OPENAI_BASE_URL", "api.openai.com/v1")])
+        .expect_err("no scheme");
+    assert_snapshot!(error.to_string());
+}
+
+#[test]
+fn debug_output_never_shows_a_secret() {
+    let got = settings(&[
+        ("HOME", "/h"),
+        ("ANTHROPIC_API_KEY", "sk-ant-SECRET"),
+        ("OPENAI_API_KEY", "sk-SECRET"),
+        ("TOREN_DATABASE_URL", "postgres://u:SECRET@db/t"),
+    ])
+    .expect("valid");
+    let debug = format!("{got:?}");
+    assert!(!debug.contains("SECRET"), "{debug}");
+    assert!(debug.contains("anthropic_api_key: Some(***)"), "{debug}");
+}
+
+#[test]
+fn only_registered_variables_are_read() {
+    let asked = std::cell::RefCell::new(Vec::new());
+    Settings::from_lookup(|name| {
+        asked.borrow_mut().push(name.to_owned());
+        (name == "HOME").then(|| "/h".to_owned())
+    })
+    .expect("valid");
+    let mut asked = asked.into_inner();
+    asked.sort();
+    asked.dedup();
+    let mut registered: Vec<String> = ENV_VARS.iter().map(|var| var.name.to_owned()).collect();
+    registered.sort();
+    assert_eq!(
+        asked, registered,
+        "every registered variable is read, and nothing else"
+    );
+}
+
+#[test]
+fn the_registry_documents_every_variable_once() {
+    let mut names: Vec<&str> = ENV_VARS.iter().map(|var| var.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), ENV_VARS.len(), "duplicate names in ENV_VARS");
+    assert!(ENV_VARS.iter().all(|var| !var.description.is_empty()));
+    let secrets: Vec<&str> = ENV_VARS
+        .iter()
+        .filter(|v| v.secret)
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(
+        secrets,
+        ["TOREN_DATABASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+    );
+    assert_snapshot!(env_vars::markdown_table());
+}
