@@ -27,7 +27,9 @@ pub struct RunSummary {
     pub id: RunId,
     pub agent: String,
     pub status: RunStatus,
+    /// The `at` of the run's `run_created` event.
     pub created_at: Timestamp,
+    /// The `at` of the run's last event.
     pub updated_at: Timestamp,
     /// The seq of the last event.
     pub last_seq: u64,
@@ -46,9 +48,17 @@ pub trait EventLog: Send + Sync {
     /// Appends `kinds` as one atomic batch after `after_seq` (the seq of the last event the
     /// caller has seen). If the log has moved on past `after_seq`, nothing is written and
     /// [`Error::Conflict`] is returned: the caller must re-read and decide again. Appending
-    /// to a run that has ended ([`RunStatus::is_terminal`]) fails with [`Error::RunEnded`].
-    async fn append(&self, run_id: &RunId, after_seq: u64, kinds: Vec<EventKind>)
-    -> Result<Vec<Event>>;
+    /// to a run that has ended ([`RunStatus::is_terminal`]) fails with [`Error::RunEnded`]
+    /// (checked before the conflict: an ended run takes nothing, whatever the caller saw), and
+    /// so does a batch that goes on after its own terminal event (nothing of it is written).
+    /// An empty batch writes nothing and returns no events, after the same checks. An unknown
+    /// run is [`Error::RunNotFound`].
+    async fn append(
+        &self,
+        run_id: &RunId,
+        after_seq: u64,
+        kinds: Vec<EventKind>,
+    ) -> Result<Vec<Event>>;
 
     /// Events of the run with `seq > after_seq`, in order. An unknown run is
     /// [`Error::RunNotFound`].
@@ -57,13 +67,14 @@ pub trait EventLog: Send + Sync {
     /// The run's summary, or [`Error::RunNotFound`].
     async fn run(&self, run_id: &RunId) -> Result<RunSummary>;
 
-    /// Runs, newest first, at most `limit`.
+    /// Runs, newest first (by creation time, then id), at most `limit`.
     async fn list_runs(&self, limit: u32) -> Result<Vec<RunSummary>>;
 
     /// Records a human's decision on a pending approval, atomically: the run must have an
     /// `approval_requested` for `decision.call_id` and no `approval_decided` for it yet.
     /// Otherwise nothing is written and the error says why ([`Error::NoPendingApproval`],
-    /// [`Error::AlreadyDecided`]). Works whoever holds the run: it is how another terminal
-    /// answers a waiting run.
+    /// [`Error::AlreadyDecided`], which carries the recorded decision). A call of a run that
+    /// has ended cannot be decided ([`Error::RunEnded`]). Works whoever holds the run and
+    /// whatever seq the caller last saw: it is how another terminal answers a waiting run.
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event>;
 }

@@ -1,0 +1,365 @@
+//! The conformance suite every [`EventLog`] backend must pass.
+//!
+//! Each check is a `pub async fn` that creates its own runs (fresh ids), so checks can share
+//! one store; [`run_all`] runs them one after another. A failed check panics with a message
+//! naming the broken rule, so a backend's test is one line:
+//! `toren_store::conformance::run_all(Arc::new(store)).await`. The suite is compiled into the
+//! library (not `cfg(test)`) so other backends' crates can call it, and it uses nothing but
+//! `assert!`. The basic log rules live here; approvals and concurrent writers have their own
+//! modules.
+
+mod approvals;
+mod concurrency;
+mod fixtures;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use toren_protocol::{EVENT_FORMAT_VERSION, EventKind, RunId, RunStatus};
+
+use crate::{Error, EventLog, RunSummary};
+use fixtures::{
+    AGENT, approval_requested, decision, model_wants_bash, new_run, ok, run_cancelled,
+    run_completed, run_created, run_failed, tool_completed, tool_started,
+};
+
+pub use approvals::{
+    decision_on_ended_run_is_refused, decision_without_request_is_refused, first_decision_wins,
+    pending_calls_are_decided_independently,
+};
+pub use concurrency::{
+    concurrent_appenders_get_one_winner_per_seq, concurrent_decisions_get_one_winner,
+};
+
+/// Runs every check against `store`, one after another. `list_runs_newest_first` expects no
+/// other writer to create runs while it runs.
+pub async fn run_all(store: Arc<dyn EventLog>) {
+    let s = &*store;
+    create_and_read_round_trip(s).await;
+    duplicate_create_is_refused(s).await;
+    seqs_are_gap_free_across_batches(s).await;
+    stale_append_conflicts_and_writes_nothing(s).await;
+    status_follows_the_events(s).await;
+    ended_runs_take_no_events(s).await;
+    read_returns_events_after_seq(s).await;
+    unknown_run_is_not_found(s).await;
+    list_runs_newest_first(s).await;
+    first_decision_wins(s).await;
+    decision_without_request_is_refused(s).await;
+    decision_on_ended_run_is_refused(s).await;
+    pending_calls_are_decided_independently(s).await;
+    concurrent_appenders_get_one_winner_per_seq(&store).await;
+    concurrent_decisions_get_one_winner(&store).await;
+}
+
+/// What `create_run` and `append` return is exactly what `read` gives back, and the
+/// summary agrees with the log.
+pub async fn create_and_read_round_trip(store: &dyn EventLog) {
+    let run_id = RunId::new();
+    let created = ok(
+        store
+            .create_run(&run_id, run_created("list the files"))
+            .await,
+        "create",
+    );
+    assert_eq!(created.run_id, run_id, "run_created must carry the run id");
+    assert_eq!(created.seq, 1, "run_created must be event #1");
+    assert_eq!(
+        created.v, EVENT_FORMAT_VERSION,
+        "new events carry the current format version"
+    );
+    assert_eq!(
+        created.kind,
+        EventKind::RunCreated(run_created("list the files"))
+    );
+
+    let batch = vec![
+        model_wants_bash("toolu_01", "ls -la"),
+        approval_requested("toolu_01"),
+    ];
+    let appended = ok(store.append(&run_id, 1, batch.clone()).await, "append");
+    let kinds: Vec<EventKind> = appended.iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(
+        kinds, batch,
+        "append must return the events it was given, in order"
+    );
+
+    let mut expected = vec![created.clone()];
+    expected.extend(appended.iter().cloned());
+    let read = ok(store.read(&run_id, 0).await, "read");
+    assert_eq!(
+        read, expected,
+        "read must return exactly the events create/append returned"
+    );
+
+    let summary = ok(store.run(&run_id).await, "run");
+    assert_eq!(
+        summary,
+        RunSummary {
+            id: run_id,
+            agent: AGENT.to_owned(),
+            status: RunStatus::AwaitingApproval,
+            created_at: created.at,
+            updated_at: appended[1].at,
+            last_seq: 3,
+        },
+        "the summary must follow the log"
+    );
+}
+
+pub async fn duplicate_create_is_refused(store: &dyn EventLog) {
+    let (run_id, created) = new_run(store, "first").await;
+    let again = store.create_run(&run_id, run_created("second")).await;
+    assert!(
+        matches!(&again, Err(Error::RunExists(id)) if *id == run_id),
+        "creating an existing run must fail with RunExists, got {again:?}"
+    );
+    let read = ok(store.read(&run_id, 0).await, "read");
+    assert_eq!(
+        read,
+        vec![created],
+        "a refused create must leave the first run untouched"
+    );
+}
+
+pub async fn seqs_are_gap_free_across_batches(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "count").await;
+    let mut last = 1;
+    for size in [1_usize, 3, 2] {
+        let batch: Vec<EventKind> = (0..size)
+            .map(|i| tool_started(&format!("toolu_{last}_{i}")))
+            .collect();
+        let events = ok(store.append(&run_id, last, batch).await, "append batch");
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        let want: Vec<u64> = (last + 1..=last + size as u64).collect();
+        assert_eq!(seqs, want, "a batch must take the next consecutive seqs");
+        last += size as u64;
+    }
+    let empty = ok(
+        store.append(&run_id, last, Vec::new()).await,
+        "append empty batch",
+    );
+    assert!(empty.is_empty(), "an empty batch appends nothing");
+
+    let seqs: Vec<u64> = ok(store.read(&run_id, 0).await, "read")
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=7).collect::<Vec<u64>>(),
+        "the log must be 1..=7 without gaps"
+    );
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").last_seq,
+        7,
+        "last_seq must follow the log"
+    );
+}
+
+pub async fn stale_append_conflicts_and_writes_nothing(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "race").await;
+    ok(
+        store
+            .append(&run_id, 1, vec![tool_started("a"), tool_completed("a")])
+            .await,
+        "append",
+    );
+    let before = ok(store.read(&run_id, 0).await, "read");
+    let summary_before = ok(store.run(&run_id).await, "run");
+
+    for stale in [0, 1, 2, 4, 9] {
+        let result = store
+            .append(&run_id, stale, vec![tool_started("late")])
+            .await;
+        assert!(
+            matches!(&result, Err(Error::Conflict { run_id: id, expected, actual: 3 })
+                if *id == run_id && *expected == stale),
+            "append after #{stale} when the log is at #3 must be a Conflict, got {result:?}"
+        );
+    }
+    assert_eq!(
+        ok(store.read(&run_id, 0).await, "read"),
+        before,
+        "a conflict writes nothing"
+    );
+    assert_eq!(
+        ok(store.run(&run_id).await, "run"),
+        summary_before,
+        "nor touches the run"
+    );
+}
+
+pub async fn status_follows_the_events(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "status").await;
+    let status = |s: RunSummary| s.status;
+    assert_eq!(
+        status(ok(store.run(&run_id).await, "run")),
+        RunStatus::Running
+    );
+
+    let steps: Vec<(EventKind, RunStatus)> = vec![
+        (model_wants_bash("toolu_s", "ls"), RunStatus::Running),
+        (approval_requested("toolu_s"), RunStatus::AwaitingApproval),
+    ];
+    let mut last = 1;
+    for (kind, want) in steps {
+        let name = kind.name();
+        ok(store.append(&run_id, last, vec![kind]).await, name);
+        last += 1;
+        assert_eq!(
+            status(ok(store.run(&run_id).await, "run")),
+            want,
+            "status after {name}"
+        );
+    }
+    ok(
+        store
+            .decide_approval(&run_id, decision("toolu_s", true, "ana"))
+            .await,
+        "decide",
+    );
+    last += 1;
+    assert_eq!(
+        status(ok(store.run(&run_id).await, "run")),
+        RunStatus::Running,
+        "after decision"
+    );
+    ok(
+        store
+            .append(
+                &run_id,
+                last,
+                vec![tool_started("toolu_s"), tool_completed("toolu_s")],
+            )
+            .await,
+        "tool",
+    );
+    last += 2;
+    assert_eq!(
+        status(ok(store.run(&run_id).await, "run")),
+        RunStatus::Running,
+        "after the tool"
+    );
+    ok(
+        store.append(&run_id, last, vec![run_completed()]).await,
+        "complete",
+    );
+    assert_eq!(
+        status(ok(store.run(&run_id).await, "run")),
+        RunStatus::Completed
+    );
+
+    for (end, want) in [
+        (run_failed(), RunStatus::Failed),
+        (run_cancelled(), RunStatus::Cancelled),
+    ] {
+        let (run_id, _) = new_run(store, "ending").await;
+        ok(store.append(&run_id, 1, vec![end]).await, "end");
+        assert_eq!(status(ok(store.run(&run_id).await, "run")), want);
+    }
+}
+
+pub async fn ended_runs_take_no_events(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "finish").await;
+    ok(
+        store.append(&run_id, 1, vec![run_completed()]).await,
+        "complete",
+    );
+    let after = store.append(&run_id, 2, vec![tool_started("late")]).await;
+    assert!(
+        matches!(
+            &after,
+            Err(Error::RunEnded {
+                status: RunStatus::Completed,
+                ..
+            })
+        ),
+        "appending to a completed run must fail with RunEnded, got {after:?}"
+    );
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").last_seq,
+        2,
+        "nothing written after the end"
+    );
+
+    // A batch that ends the run and goes on is refused whole.
+    let (run_id, created) = new_run(store, "overrun").await;
+    let batch = vec![tool_started("x"), run_failed(), tool_completed("x")];
+    let overrun = store.append(&run_id, 1, batch).await;
+    assert!(
+        matches!(
+            &overrun,
+            Err(Error::RunEnded {
+                status: RunStatus::Failed,
+                ..
+            })
+        ),
+        "a batch with events after its terminal event must fail with RunEnded, got {overrun:?}"
+    );
+    assert_eq!(
+        ok(store.read(&run_id, 0).await, "read"),
+        vec![created],
+        "a refused batch is atomic"
+    );
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").status,
+        RunStatus::Running
+    );
+}
+
+pub async fn read_returns_events_after_seq(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "page").await;
+    let batch = vec![tool_started("p"), tool_completed("p"), run_completed()];
+    ok(store.append(&run_id, 1, batch).await, "append");
+    let all = ok(store.read(&run_id, 0).await, "read all");
+    assert_eq!(all.len(), 4);
+    for after in 0..=4_u64 {
+        let page = ok(store.read(&run_id, after).await, "read after");
+        assert_eq!(page, all[after as usize..].to_vec(), "read after #{after}");
+    }
+    assert!(ok(store.read(&run_id, 40).await, "read past the end").is_empty());
+}
+
+pub async fn unknown_run_is_not_found(store: &dyn EventLog) {
+    let ghost = RunId::new();
+    let is_not_found = |e: &Error| matches!(e, Error::RunNotFound(id) if *id == ghost);
+    let read = store.read(&ghost, 0).await;
+    assert!(read.as_ref().is_err_and(is_not_found), "read: {read:?}");
+    let run = store.run(&ghost).await;
+    assert!(run.as_ref().is_err_and(is_not_found), "run: {run:?}");
+    let append = store.append(&ghost, 0, vec![tool_started("x")]).await;
+    assert!(
+        append.as_ref().is_err_and(is_not_found),
+        "append: {append:?}"
+    );
+    let decide = store
+        .decide_approval(&ghost, decision("x", true, "ana"))
+        .await;
+    assert!(
+        decide.as_ref().is_err_and(is_not_found),
+        "decide_approval: {decide:?}"
+    );
+}
+
+pub async fn list_runs_newest_first(store: &dyn EventLog) {
+    let mut ids = Vec::new();
+    for input in ["oldest", "middle", "newest"] {
+        // Run ids order by millisecond; keep creation times and ids apart.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        ids.push(new_run(store, input).await.0);
+    }
+    ids.reverse();
+    let listed = ok(store.list_runs(3).await, "list_runs");
+    let listed_ids: Vec<RunId> = listed.iter().map(|s| s.id.clone()).collect();
+    assert_eq!(listed_ids, ids, "list_runs must put the newest run first");
+    for summary in &listed {
+        assert_eq!(
+            *summary,
+            ok(store.run(&summary.id).await, "run"),
+            "list and run agree"
+        );
+    }
+    let two = ok(store.list_runs(2).await, "list_runs(2)");
+    assert_eq!(two, listed[..2].to_vec(), "list_runs must honour the limit");
+}

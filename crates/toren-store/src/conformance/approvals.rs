@@ -1,0 +1,146 @@
+//! Conformance checks for [`EventLog::decide_approval`]: a decision needs a pending request,
+//! the first decision wins, and a refused decision writes nothing.
+
+use toren_protocol::{EventKind, RunStatus};
+
+use super::fixtures::{approval_requested, decision, new_run, ok, run_cancelled};
+use crate::{Error, EventLog};
+
+pub async fn first_decision_wins(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "approve me").await;
+    ok(
+        store
+            .append(&run_id, 1, vec![approval_requested("toolu_a")])
+            .await,
+        "request",
+    );
+
+    let approve = decision("toolu_a", true, "ana");
+    let decided = ok(
+        store.decide_approval(&run_id, approve.clone()).await,
+        "decide",
+    );
+    assert_eq!(decided.seq, 3, "the decision takes the next seq");
+    assert_eq!(decided.kind, EventKind::ApprovalDecided(approve));
+    let log = ok(store.read(&run_id, 0).await, "read");
+    assert_eq!(
+        log.last(),
+        Some(&decided),
+        "decide_approval returns what it wrote"
+    );
+
+    let change = store
+        .decide_approval(&run_id, decision("toolu_a", false, "bo"))
+        .await;
+    assert!(
+        matches!(&change, Err(Error::AlreadyDecided { call_id, approved: true, .. })
+            if call_id == "toolu_a"),
+        "a second decision must fail with AlreadyDecided (approved), got {change:?}"
+    );
+    assert_eq!(
+        ok(store.read(&run_id, 0).await, "read"),
+        log,
+        "a refused decision writes nothing"
+    );
+}
+
+pub async fn decision_without_request_is_refused(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "nothing pending").await;
+    let (other_run, _) = new_run(store, "someone else's call").await;
+    ok(
+        store
+            .append(&other_run, 1, vec![approval_requested("toolu_elsewhere")])
+            .await,
+        "request",
+    );
+
+    for call in ["toolu_unknown", "toolu_elsewhere"] {
+        let result = store
+            .decide_approval(&run_id, decision(call, true, "ana"))
+            .await;
+        assert!(
+            matches!(&result, Err(Error::NoPendingApproval { run_id: id, call_id })
+                if *id == run_id && call_id == call),
+            "deciding {call}, which this run never requested, must fail with \
+             NoPendingApproval, got {result:?}"
+        );
+    }
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").last_seq,
+        1,
+        "nothing written"
+    );
+}
+
+pub async fn decision_on_ended_run_is_refused(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "cancel while waiting").await;
+    ok(
+        store
+            .append(
+                &run_id,
+                1,
+                vec![approval_requested("toolu_c"), run_cancelled()],
+            )
+            .await,
+        "end",
+    );
+    let result = store
+        .decide_approval(&run_id, decision("toolu_c", true, "ana"))
+        .await;
+    assert!(
+        matches!(
+            &result,
+            Err(Error::RunEnded {
+                status: RunStatus::Cancelled,
+                ..
+            })
+        ),
+        "deciding a call of a cancelled run must fail with RunEnded, got {result:?}"
+    );
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").last_seq,
+        3,
+        "nothing written"
+    );
+}
+
+pub async fn pending_calls_are_decided_independently(store: &dyn EventLog) {
+    let (run_id, _) = new_run(store, "two calls").await;
+    let requests = vec![approval_requested("toolu_1"), approval_requested("toolu_2")];
+    ok(store.append(&run_id, 1, requests).await, "requests");
+
+    ok(
+        store
+            .decide_approval(&run_id, decision("toolu_2", false, "ana"))
+            .await,
+        "deny 2",
+    );
+    ok(
+        store
+            .decide_approval(&run_id, decision("toolu_1", true, "ana"))
+            .await,
+        "approve 1",
+    );
+    let again = store
+        .decide_approval(&run_id, decision("toolu_2", true, "bo"))
+        .await;
+    assert!(
+        matches!(&again, Err(Error::AlreadyDecided { call_id, approved: false, .. })
+            if call_id == "toolu_2"),
+        "the error must report the recorded decision (denied), got {again:?}"
+    );
+
+    let log = ok(store.read(&run_id, 0).await, "read");
+    let decided: Vec<(&str, bool)> = log
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ApprovalDecided(d) => Some((d.call_id.as_str(), d.approved)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        vec![("toolu_2", false), ("toolu_1", true)],
+        "one decision per call"
+    );
+}

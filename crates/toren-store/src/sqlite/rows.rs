@@ -1,0 +1,109 @@
+//! Turning SQLite rows back into protocol values, and values into the column forms the
+//! schema uses. Anything that does not decode becomes [`Error::CorruptEvent`] or
+//! [`Error::CorruptRun`], naming the run (and seq) so a person can find the row.
+
+use jiff::Timestamp;
+use toren_protocol::{Event, RunId, RunStatus};
+
+use crate::{Error, Result, RunSummary};
+
+/// A timestamp as stored: RFC 3339, UTC, always nine fractional digits, so that text order
+/// is time order (`ORDER BY created_at`).
+pub(super) fn stamp(at: Timestamp) -> String {
+    format!("{at:.9}")
+}
+
+/// A seq as an SQLite integer. Seqs never come near `i64::MAX`; a larger `after_seq` from a
+/// caller means "after everything", which saturating keeps true.
+pub(super) fn seq_to_sql(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+pub(super) fn status(run_id: &str, text: &str) -> Result<RunStatus> {
+    text.parse()
+        .map_err(|e| corrupt_run(run_id, format!("{e}")))
+}
+
+pub(super) fn last_seq(run_id: &str, value: i64) -> Result<u64> {
+    u64::try_from(value).map_err(|_| corrupt_run(run_id, format!("negative last_seq {value}")))
+}
+
+fn timestamp(run_id: &str, column: &str, text: &str) -> Result<Timestamp> {
+    text.parse()
+        .map_err(|e| corrupt_run(run_id, format!("{column} `{text}` is not a timestamp: {e}")))
+}
+
+fn corrupt_run(run_id: &str, reason: String) -> Error {
+    Error::CorruptRun {
+        run_id: run_id.to_owned(),
+        reason,
+    }
+}
+
+/// `SELECT run_id, seq, payload FROM events`.
+#[derive(sqlx::FromRow)]
+pub(super) struct EventRow {
+    run_id: String,
+    seq: i64,
+    payload: String,
+}
+
+impl EventRow {
+    pub(super) fn decode(self) -> Result<Event> {
+        let corrupt = |reason: String| Error::CorruptEvent {
+            run_id: self.run_id.clone(),
+            seq: u64::try_from(self.seq).unwrap_or(0),
+            reason,
+        };
+        let event: Event = serde_json::from_str(&self.payload)
+            .map_err(|e| corrupt(format!("not an event of a known format: {e}")))?;
+        if event.run_id.as_str() != self.run_id || Ok(event.seq) != u64::try_from(self.seq) {
+            return Err(corrupt(format!(
+                "its payload names run {} event #{} instead",
+                event.run_id, event.seq
+            )));
+        }
+        Ok(event)
+    }
+}
+
+/// `SELECT id, agent, status, created_at, updated_at, last_seq FROM runs`.
+#[derive(sqlx::FromRow)]
+pub(super) struct RunRow {
+    id: String,
+    agent: String,
+    status: String,
+    created_at: String,
+    updated_at: String,
+    last_seq: i64,
+}
+
+impl RunRow {
+    pub(super) fn decode(self) -> Result<RunSummary> {
+        let id = &self.id;
+        Ok(RunSummary {
+            id: id
+                .parse::<RunId>()
+                .map_err(|e| corrupt_run(id, format!("{e}")))?,
+            status: status(id, &self.status)?,
+            created_at: timestamp(id, "created_at", &self.created_at)?,
+            updated_at: timestamp(id, "updated_at", &self.updated_at)?,
+            last_seq: last_seq(id, self.last_seq)?,
+            agent: self.agent,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_sort_as_text_in_time_order() {
+        let whole = Timestamp::from_second(1_700_000_000).unwrap();
+        let later = Timestamp::new(1_700_000_000, 500_000_000).unwrap();
+        assert_eq!(stamp(whole), "2023-11-14T22:13:20.000000000Z");
+        assert!(stamp(whole) < stamp(later));
+        assert_eq!(stamp(later).parse::<Timestamp>().unwrap(), later);
+    }
+}

@@ -1,0 +1,373 @@
+//! The corpus of v1 events (`tests/corpus/v1_events.jsonl`, written by hand, never edited):
+//! every line must keep decoding, to the same meaning, with today's `toren_protocol::Event`,
+//! and the store must serve such events from its tables. When the format grows a field
+//! (with a serde default), add the default to the expectation here; never touch the corpus.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use toren_protocol::{
+    AgentSpec, ApprovalDecided, ApprovalPolicy, ApprovalRequested, AssistantMessage, Event,
+    EventKind, ModelResponded, ResolvedPolicy, RunCancelled, RunCompleted, RunCreated, RunFailed,
+    RunId, SandboxProvisioned, SandboxSpec, ToolCall, ToolCompleted, ToolStarted, Usage,
+};
+use toren_store::EventLog;
+
+const CORPUS: &str = include_str!("../corpus/v1_events.jsonl");
+
+fn decode_corpus() -> Vec<Event> {
+    CORPUS
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("corpus line {} no longer decodes: {e}", i + 1))
+        })
+        .collect()
+}
+
+/// Which variant an event is; exhaustive, so a new kind fails to compile here until the
+/// corpus gets a line for it.
+fn variant(kind: &EventKind) -> usize {
+    match kind {
+        EventKind::RunCreated(_) => 0,
+        EventKind::ModelResponded(_) => 1,
+        EventKind::ApprovalRequested(_) => 2,
+        EventKind::ApprovalDecided(_) => 3,
+        EventKind::ToolStarted(_) => 4,
+        EventKind::ToolCompleted(_) => 5,
+        EventKind::SandboxProvisioned(_) => 6,
+        EventKind::RunCompleted(_) => 7,
+        EventKind::RunFailed(_) => 8,
+        EventKind::RunCancelled(_) => 9,
+    }
+}
+const VARIANTS: usize = 10;
+
+#[test]
+fn every_kind_is_in_the_corpus() {
+    let mut seen = [false; VARIANTS];
+    for event in decode_corpus() {
+        assert_eq!(event.v, 1, "the v1 corpus holds v1 events only");
+        seen[variant(&event.kind)] = true;
+    }
+    assert_eq!(
+        seen, [true; VARIANTS],
+        "each event kind needs a line in the corpus"
+    );
+}
+
+#[test]
+fn v1_events_decode_to_the_same_meaning() {
+    assert_eq!(decode_corpus(), expected());
+}
+
+#[tokio::test]
+async fn the_store_serves_v1_events_written_by_an_older_build() {
+    let (_dir, store) = super::common::temp_store().await;
+    let mut conn = super::common::raw(store.path()).await;
+    let events = expected();
+    for event in events.iter().filter(|e| e.seq == 1) {
+        sqlx::query(
+            "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq)
+             VALUES (?, 'old', 'running', '2026-03-14T09:26:53.589793238Z',
+                     '2026-03-14T09:26:53.589793238Z', 0)",
+        )
+        .bind(event.run_id.as_str())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    for (line, event) in CORPUS.lines().zip(&events) {
+        sqlx::query(
+            "INSERT INTO events (run_id, seq, kind, v, at, payload) VALUES (?, ?, ?, 1, ?, ?)",
+        )
+        .bind(event.run_id.as_str())
+        .bind(i64::try_from(event.seq).unwrap())
+        .bind(event.kind.name())
+        .bind(event.at.to_string())
+        .bind(line)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    for run_id in [RUN_A, RUN_B, RUN_C] {
+        let run_id: RunId = run_id.parse().unwrap();
+        let want: Vec<Event> = events
+            .iter()
+            .filter(|e| e.run_id == run_id)
+            .cloned()
+            .collect();
+        assert_eq!(store.read(&run_id, 0).await.unwrap(), want);
+    }
+}
+
+const RUN_A: &str = "run_01jqz5m3k8v7c2x9n4b6t0r1ya";
+const RUN_B: &str = "run_01jqz6a0f3h5k7m9p1r3t5v7x9";
+const RUN_C: &str = "run_01jqz6c8w2y4a6c8e0g2j4l6n8";
+
+fn event(run: &str, seq: u64, at: &str, kind: EventKind) -> Event {
+    Event {
+        run_id: run.parse().unwrap(),
+        seq,
+        at: at.parse().unwrap(),
+        v: 1,
+        kind,
+    }
+}
+
+fn s(text: &str) -> String {
+    text.to_owned()
+}
+
+fn expected() -> Vec<Event> {
+    let find = "find . -name '*.rs' | wc -l";
+    let call = "toolu_01A9xQ7sLmN3pR";
+    let docker = ResolvedPolicy {
+        backend: s("docker"),
+        image: Some(s("toren/sandbox:latest")),
+        network: false,
+        approval: ApprovalPolicy::Always,
+        env: vec![s("GITHUB_TOKEN")],
+    };
+    let answer = "There are 42 Rust files in the project.";
+    vec![
+        event(
+            RUN_A,
+            1,
+            "2026-03-14T09:26:53.589793238Z",
+            EventKind::RunCreated(RunCreated {
+                agent: AgentSpec {
+                    name: s("repo-helper"),
+                    model: s("anthropic/claude-sonnet-4-5"),
+                    instructions: Some(s(
+                        "You help maintain the repository in your workspace. Say what you run and why.",
+                    )),
+                    sandbox: Some(SandboxSpec {
+                        image: Some(s("toren/sandbox:latest")),
+                        network: false,
+                        approval: ApprovalPolicy::Always,
+                        env: vec![s("GITHUB_TOKEN")],
+                    }),
+                    max_turns: 50,
+                    source: Some(s("/home/ana/agents/repo-helper.yaml")),
+                },
+                policy: Some(docker),
+                input: s("How many Rust files are in the project?"),
+            }),
+        ),
+        event(
+            RUN_A,
+            2,
+            "2026-03-14T09:26:54.112Z",
+            EventKind::SandboxProvisioned(SandboxProvisioned {
+                backend: s("docker"),
+                instance: s("5f2c9a1b7e3d"),
+                workspace: s("/home/ana/.toren/sandboxes/run_01jqz5m3k8v7c2x9n4b6t0r1ya"),
+            }),
+        ),
+        event(
+            RUN_A,
+            3,
+            "2026-03-14T09:26:56.402917Z",
+            EventKind::ModelResponded(ModelResponded {
+                message: AssistantMessage {
+                    text: s("I'll count them with find."),
+                    tool_calls: vec![ToolCall {
+                        id: s(call),
+                        name: s("bash"),
+                        arguments: json!({ "command": find }),
+                    }],
+                },
+                stop_reason: s("tool_use"),
+                usage: Usage {
+                    input_tokens: 1832,
+                    output_tokens: 64,
+                },
+                model: s("claude-sonnet-4-5-20250929"),
+            }),
+        ),
+        event(
+            RUN_A,
+            4,
+            "2026-03-14T09:26:56.403001Z",
+            EventKind::ApprovalRequested(ApprovalRequested {
+                call_id: s(call),
+                tool: s("bash"),
+                command: s(find),
+            }),
+        ),
+        event(
+            RUN_A,
+            5,
+            "2026-03-14T09:27:41.77Z",
+            EventKind::ApprovalDecided(ApprovalDecided {
+                call_id: s(call),
+                approved: true,
+                by: s("ana"),
+                via: s("terminal"),
+                reason: None,
+            }),
+        ),
+        event(
+            RUN_A,
+            6,
+            "2026-03-14T09:27:41.780514Z",
+            EventKind::ToolStarted(ToolStarted {
+                call_id: s(call),
+                tool: s("bash"),
+                attempt: 1,
+            }),
+        ),
+        event(
+            RUN_A,
+            7,
+            "2026-03-14T09:27:41.861207Z",
+            EventKind::ToolCompleted(ToolCompleted {
+                call_id: s(call),
+                output: s("42\n"),
+                is_error: false,
+                exit_code: Some(0),
+                truncated: false,
+            }),
+        ),
+        event(
+            RUN_A,
+            8,
+            "2026-03-14T09:27:43.5Z",
+            EventKind::ModelResponded(ModelResponded {
+                message: AssistantMessage {
+                    text: s(answer),
+                    tool_calls: vec![],
+                },
+                stop_reason: s("end_turn"),
+                usage: Usage {
+                    input_tokens: 1921,
+                    output_tokens: 12,
+                },
+                model: s("claude-sonnet-4-5-20250929"),
+            }),
+        ),
+        event(
+            RUN_A,
+            9,
+            "2026-03-14T09:27:43.500113Z",
+            EventKind::RunCompleted(RunCompleted { output: s(answer) }),
+        ),
+        event(
+            RUN_B,
+            1,
+            "2026-03-14T10:02:11Z",
+            EventKind::RunCreated(RunCreated {
+                agent: AgentSpec {
+                    name: s("summarizer"),
+                    model: s("openai/gpt-4.1-mini"),
+                    instructions: None,
+                    sandbox: None,
+                    max_turns: 10,
+                    source: None,
+                },
+                policy: None,
+                input: s("Summarize yesterday's notes."),
+            }),
+        ),
+        event(
+            RUN_B,
+            2,
+            "2026-03-14T10:02:12.004Z",
+            EventKind::RunFailed(RunFailed {
+                error: s("the model provider answered 401 Unauthorized: check OPENAI_API_KEY"),
+            }),
+        ),
+        event(
+            RUN_C,
+            1,
+            "2026-03-14T11:45:00.000000001Z",
+            EventKind::RunCreated(RunCreated {
+                agent: AgentSpec {
+                    name: s("cleaner"),
+                    model: s("ollama/qwen3:8b"),
+                    instructions: None,
+                    sandbox: Some(SandboxSpec {
+                        image: None,
+                        network: true,
+                        approval: ApprovalPolicy::Always,
+                        env: vec![],
+                    }),
+                    max_turns: 50,
+                    source: None,
+                },
+                policy: Some(ResolvedPolicy {
+                    backend: s("local"),
+                    image: None,
+                    network: true,
+                    approval: ApprovalPolicy::Always,
+                    env: vec![],
+                }),
+                input: s("Free some disk space."),
+            }),
+        ),
+        event(
+            RUN_C,
+            2,
+            "2026-03-14T11:45:03.25Z",
+            EventKind::ModelResponded(ModelResponded {
+                message: AssistantMessage {
+                    text: s(""),
+                    tool_calls: vec![ToolCall {
+                        id: s("call_7Hq2"),
+                        name: s("bash"),
+                        arguments: json!({ "command": "rm -rf ~/*", "timeout_secs": 60 }),
+                    }],
+                },
+                stop_reason: s("tool_calls"),
+                usage: Usage {
+                    input_tokens: 640,
+                    output_tokens: 31,
+                },
+                model: s("qwen3:8b"),
+            }),
+        ),
+        event(
+            RUN_C,
+            3,
+            "2026-03-14T11:45:03.250042Z",
+            EventKind::ApprovalRequested(ApprovalRequested {
+                call_id: s("call_7Hq2"),
+                tool: s("bash"),
+                command: s("rm -rf ~/*"),
+            }),
+        ),
+        event(
+            RUN_C,
+            4,
+            "2026-03-14T11:46:20.9Z",
+            EventKind::ApprovalDecided(ApprovalDecided {
+                call_id: s("call_7Hq2"),
+                approved: false,
+                by: s("ana"),
+                via: s("telegram"),
+                reason: Some(s("never delete the home directory")),
+            }),
+        ),
+        event(
+            RUN_C,
+            5,
+            "2026-03-14T11:46:20.900310Z",
+            EventKind::ToolCompleted(ToolCompleted {
+                call_id: s("call_7Hq2"),
+                output: s("The user denied this command: never delete the home directory"),
+                is_error: true,
+                exit_code: None,
+                truncated: false,
+            }),
+        ),
+        event(
+            RUN_C,
+            6,
+            "2026-03-14T11:47:02.33Z",
+            EventKind::RunCancelled(RunCancelled {
+                reason: s("cancelled from the CLI"),
+            }),
+        ),
+    ]
+}

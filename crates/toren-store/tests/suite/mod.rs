@@ -1,0 +1,5 @@
+mod common;
+mod conformance;
+mod corpus;
+mod crash;
+mod sqlite;

@@ -1,0 +1,225 @@
+//! What only the SQLite backend promises: the file keeps everything across reopening, the
+//! schema migrates once, WAL is really on, damaged rows are reported by run and seq, and
+//! URLs that are not `sqlite://PATH` are refused.
+
+use pretty_assertions::assert_eq;
+use toren_protocol::{
+    AgentSpec, ApprovalDecided, ApprovalRequested, EventKind, RunCreated, RunId, RunStatus,
+    ToolStarted,
+};
+use toren_store::{Error, EventLog, SqliteStore};
+
+use super::common::{raw, temp_store, url_in};
+
+fn created(input: &str) -> RunCreated {
+    RunCreated {
+        agent: AgentSpec {
+            name: "helper".into(),
+            model: "scripted/helper".into(),
+            instructions: None,
+            sandbox: None,
+            max_turns: 5,
+            source: None,
+        },
+        policy: None,
+        input: input.into(),
+    }
+}
+
+fn approval_requested(call_id: &str) -> EventKind {
+    EventKind::ApprovalRequested(ApprovalRequested {
+        call_id: call_id.into(),
+        tool: "bash".into(),
+        command: "make test".into(),
+    })
+}
+
+#[tokio::test]
+async fn reopening_the_file_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_id = RunId::new();
+    let store = SqliteStore::open(&url_in(&dir)).await.unwrap();
+    store
+        .create_run(&run_id, created("build it"))
+        .await
+        .unwrap();
+    store
+        .append(&run_id, 1, vec![approval_requested("toolu_1")])
+        .await
+        .unwrap();
+    let decision = ApprovalDecided {
+        call_id: "toolu_1".into(),
+        approved: true,
+        by: "ana".into(),
+        via: "cli".into(),
+        reason: None,
+    };
+    store.decide_approval(&run_id, decision).await.unwrap();
+    let events = store.read(&run_id, 0).await.unwrap();
+    let summary = store.run(&run_id).await.unwrap();
+    store.close().await;
+    drop(store);
+
+    let reopened = SqliteStore::open(&url_in(&dir)).await.unwrap();
+    assert_eq!(reopened.read(&run_id, 0).await.unwrap(), events);
+    assert_eq!(reopened.run(&run_id).await.unwrap(), summary);
+    assert_eq!(reopened.list_runs(10).await.unwrap(), vec![summary]);
+    let again = reopened
+        .decide_approval(
+            &run_id,
+            ApprovalDecided {
+                call_id: "toolu_1".into(),
+                approved: false,
+                by: "bo".into(),
+                via: "cli".into(),
+                reason: None,
+            },
+        )
+        .await;
+    assert!(
+        matches!(again, Err(Error::AlreadyDecided { approved: true, .. })),
+        "a decision survives reopening: {again:?}"
+    );
+    let next = reopened
+        .append(
+            &run_id,
+            3,
+            vec![EventKind::ToolStarted(ToolStarted {
+                call_id: "toolu_1".into(),
+                tool: "bash".into(),
+                attempt: 1,
+            })],
+        )
+        .await
+        .unwrap();
+    assert_eq!(next[0].seq, 4, "seqs continue after reopening");
+}
+
+#[tokio::test]
+async fn open_creates_missing_directories_and_migrates_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state/toren.db");
+    assert!(!db.parent().unwrap().exists());
+    for _ in 0..3 {
+        let store = SqliteStore::open(&url_in(&dir)).await.unwrap();
+        assert_eq!(store.path(), db);
+        store.close().await;
+    }
+    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite"))
+        .unwrap()
+        .count();
+    let mut conn = raw(&db).await;
+    let applied: Vec<(i64, bool)> =
+        sqlx::query_as("SELECT version, success FROM _sqlx_migrations ORDER BY version")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(
+        applied.len(),
+        migrations,
+        "each migration is applied once: {applied:?}"
+    );
+    assert!(applied.iter().all(|(_, success)| *success));
+}
+
+#[tokio::test]
+async fn the_journal_is_wal() {
+    let (_dir, store) = temp_store().await;
+    store
+        .create_run(&RunId::new(), created("hi"))
+        .await
+        .unwrap();
+    // WAL is a property of the file: a plain connection that asked for nothing sees it.
+    let mut conn = raw(store.path()).await;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_toren_is_refused() {
+    let (dir, store) = temp_store().await;
+    let path = store.path().to_owned();
+    store.close().await;
+    let mut conn = raw(&path).await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (9999, 'from the future', 1, x'00', 0)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let opened = SqliteStore::open(&url_in(&dir)).await;
+    let Err(err @ Error::Migrate { .. }) = opened else {
+        panic!("expected a migration error, got {opened:?}");
+    };
+    assert!(err.to_string().contains("newer Toren"), "{err}");
+}
+
+#[tokio::test]
+async fn an_undecodable_event_names_its_run_and_seq() {
+    let (_dir, store) = temp_store().await;
+    let run_id = RunId::new();
+    store.create_run(&run_id, created("hi")).await.unwrap();
+    store
+        .append(&run_id, 1, vec![approval_requested("toolu_x")])
+        .await
+        .unwrap();
+    let mut conn = raw(store.path()).await;
+    sqlx::query("UPDATE events SET payload = '{\"type\":\"from_the_future\"}' WHERE seq = 2")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+
+    let read = store.read(&run_id, 0).await;
+    assert!(
+        matches!(&read, Err(Error::CorruptEvent { run_id: id, seq: 2, .. }) if *id == run_id.as_str()),
+        "got {read:?}"
+    );
+    assert_eq!(
+        store.read(&run_id, 2).await.unwrap(),
+        vec![],
+        "events after it still read"
+    );
+    assert_eq!(
+        store.run(&run_id).await.unwrap().status,
+        RunStatus::AwaitingApproval
+    );
+}
+
+#[tokio::test]
+async fn only_sqlite_file_urls_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let inside = dir.path().join("x.db");
+    for url in [
+        "postgres://toren@localhost/toren".to_owned(),
+        "sqlite::memory:".to_owned(),
+        format!("sqlite://{}?mode=rwc", inside.display()),
+        inside.display().to_string(),
+    ] {
+        let opened = SqliteStore::open(&url).await;
+        assert!(
+            matches!(&opened, Err(Error::UnsupportedUrl { url: u, .. }) if *u == url),
+            "{url}: {opened:?}"
+        );
+    }
+    assert!(!inside.exists(), "a refused URL creates nothing");
+}
+
+#[tokio::test]
+async fn an_unwritable_location_is_reported_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let url = format!("sqlite://{}", blocker.join("toren.db").display());
+    let opened = SqliteStore::open(&url).await;
+    let Err(err) = opened else {
+        panic!("opening under a file must fail")
+    };
+    assert!(
+        matches!(&err, Error::CreateDir { path, .. } if *path == blocker),
+        "got {err:?}"
+    );
+}
