@@ -5,3 +5,17 @@
 //! refused by the kernel, not by string checks. A [`Sandbox`] runs commands confined to one
 //! workspace. Backends: [`LocalBackend`] (bubblewrap). The crate knows nothing of approvals
 //! or the event log.
+
+mod capture;
+mod error;
+mod local;
+mod sandbox;
+mod workspace;
+
+pub use error::{Error, Result};
+pub use local::{
+    BwrapSpec, HostLayout, LocalBackend, LocalSettings, RootEntry, SANDBOX_PATH, SHELL, bwrap_argv,
+    sandbox_env,
+};
+pub use sandbox::{ExecOutput, ExecRequest, Sandbox};
+pub use workspace::{EntryInfo, EntryKind, SANDBOX_WORKDIR, Workspace};

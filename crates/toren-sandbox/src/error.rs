@@ -1,0 +1,123 @@
+//! The crate's one error type. Each variant says whether the model caused it (a bad path,
+//! a missing file: the tool reports it back to the model) or the host did (bubblewrap
+//! missing, the workspace unreadable: the run fails and an operator has to act).
+
+use std::io;
+
+/// Everything that can go wrong in a workspace or a sandbox.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "bubblewrap (`bwrap`) is not installed (looked for {searched}); install it with \
+         `apt-get install bubblewrap`, or choose another sandbox backend"
+    )]
+    BwrapMissing { searched: String },
+
+    #[error(
+        "bubblewrap is installed but cannot create a sandbox on this host: {stderr}\n\
+         hint: bwrap needs unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1`; \
+         on Ubuntu 24.04 also `kernel.apparmor_restrict_unprivileged_userns=0`; inside a \
+         container it needs CAP_SYS_ADMIN), or choose another sandbox backend"
+    )]
+    BwrapUnusable { stderr: String },
+
+    #[error("path `{path}` leads outside the workspace; paths are relative to the workspace root")]
+    PathEscape { path: String },
+
+    #[error("invalid path `{path}`: {why}")]
+    InvalidPath { path: String, why: String },
+
+    #[error("`{path}` does not exist in the workspace")]
+    NotFound { path: String },
+
+    #[error("`{path}` is {size} bytes, more than the limit of {limit} bytes")]
+    TooLarge { path: String, size: u64, limit: u64 },
+
+    #[error("`{path}` is a directory, not a file")]
+    IsDirectory { path: String },
+
+    #[error("`{path}` is not a regular file (it is a {kind})")]
+    NotAFile { path: String, kind: &'static str },
+
+    /// An operation on a path inside the workspace failed for another reason.
+    #[error("cannot {op} `{path}`: {source}")]
+    Fs {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error(
+        "the workspace `{path}` is owned by uid {owner}, but Toren runs as uid {uid}, so the \
+         sandbox could not write to it; fix: `chown -R {uid} {path}`"
+    )]
+    ForeignWorkspace { path: String, owner: u32, uid: u32 },
+
+    #[error("cannot pass variable `{name}` to the sandbox: {why}")]
+    InvalidEnv { name: String, why: &'static str },
+
+    #[error(
+        "`{name}` is not a valid workspace name: it must be one path component without `/`, NUL or dots only"
+    )]
+    InvalidWorkspaceName { name: String },
+
+    /// A host-side operation (the workspace root, spawning bubblewrap, a pipe) failed.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Whether the model can fix this by calling the tool differently. `false` means a
+    /// host fault: the operator has to act and the run should fail.
+    pub fn is_model_fixable(&self) -> bool {
+        match self {
+            Self::PathEscape { .. }
+            | Self::InvalidPath { .. }
+            | Self::NotFound { .. }
+            | Self::TooLarge { .. }
+            | Self::IsDirectory { .. }
+            | Self::NotAFile { .. } => true,
+            Self::Fs { source, .. } => is_caused_by_path(source),
+            Self::BwrapMissing { .. }
+            | Self::BwrapUnusable { .. }
+            | Self::ForeignWorkspace { .. }
+            | Self::InvalidEnv { .. }
+            | Self::InvalidWorkspaceName { .. }
+            | Self::Io { .. } => false,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Errors that follow from what is at the path (permissions the agent set, a file where a
+/// directory is expected), as opposed to the host failing (disk full, I/O error).
+fn is_caused_by_path(err: &io::Error) -> bool {
+    use io::ErrorKind as K;
+    matches!(
+        err.kind(),
+        K::PermissionDenied
+            | K::AlreadyExists
+            | K::NotADirectory
+            | K::IsADirectory
+            | K::DirectoryNotEmpty
+            | K::InvalidInput
+            | K::InvalidFilename
+            | K::InvalidData
+            | K::FileTooLarge
+            | K::NotFound
+    )
+}

@@ -1,0 +1,195 @@
+//! The bubblewrap command line, built by a pure function from a [`BwrapSpec`], and the
+//! environment the sandboxed command receives. Nothing here touches the host except
+//! [`HostLayout::probe`], which records how the host's `/bin`, `/lib`… are laid out so the
+//! sandbox can mirror them. The spawning lives in `exec`.
+//!
+//! The sandbox's root is a fresh tmpfs holding only: `/usr` read-only, the top-level
+//! `/bin`-like directories (as symlinks or read-only binds, like the host), the few files of
+//! `/etc` that programs need, fresh `/proc`, `/dev` and `/tmp`, and the workspace at
+//! [`SANDBOX_WORKDIR`]. No home directory, no Toren state, no other workspace, no host
+//! `/tmp`. Values of granted variables never appear here: they travel in the process
+//! environment ([`sandbox_env`]), never in argv (I-7).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::workspace::SANDBOX_WORKDIR;
+
+/// The shell every command runs under. `/bin/bash` resolves on merged-`/usr` hosts
+/// (through the `/bin` symlink) and on split ones alike.
+pub const SHELL: &str = "/bin/bash";
+
+/// `PATH` inside the sandbox.
+pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The host's top-level program and library directories, mirrored into the sandbox.
+const ROOT_DIRS: [&str; 6] = ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
+
+/// Files and directories of `/etc` that ordinary programs read (user names, the dynamic
+/// linker cache, alternatives, CA certificates, time zone). Bound only if they exist.
+/// Not `/etc/ssl/private` and nothing else that holds secrets.
+const ETC_ENTRIES: [&str; 17] = [
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/mime.types",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates",
+];
+
+/// Only with network access: where to find a name server.
+const ETC_NETWORK_ENTRIES: [&str; 1] = ["/etc/resolv.conf"];
+
+/// How one of the host's top-level directories (`/bin`, `/lib64`, …) exists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RootEntry {
+    /// A symlink, as on merged-`/usr` systems (`/bin -> usr/bin`).
+    Symlink { path: PathBuf, target: PathBuf },
+    /// A real directory, bound read-only.
+    Directory { path: PathBuf },
+}
+
+/// The host's layout of top-level program and library directories.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostLayout {
+    pub root_entries: Vec<RootEntry>,
+}
+
+impl HostLayout {
+    /// Looks at the host's `/bin`, `/sbin`, `/lib`, `/lib64`, `/lib32`, `/libx32`; missing
+    /// ones are left out.
+    pub fn probe() -> Self {
+        let root_entries = ROOT_DIRS
+            .iter()
+            .filter_map(|dir| {
+                let path = PathBuf::from(dir);
+                let meta = std::fs::symlink_metadata(&path).ok()?;
+                if meta.file_type().is_symlink() {
+                    let target = std::fs::read_link(&path).ok()?;
+                    Some(RootEntry::Symlink { path, target })
+                } else if meta.is_dir() {
+                    Some(RootEntry::Directory { path })
+                } else {
+                    None
+                }
+            })
+            .collect();
+        Self { root_entries }
+    }
+
+    /// The layout of a merged-`/usr` Debian 12 amd64 host.
+    pub fn merged_usr() -> Self {
+        let link = |path: &str, target: &str| RootEntry::Symlink {
+            path: PathBuf::from(path),
+            target: PathBuf::from(target),
+        };
+        Self {
+            root_entries: vec![
+                link("/bin", "usr/bin"),
+                link("/sbin", "usr/sbin"),
+                link("/lib", "usr/lib"),
+                link("/lib64", "usr/lib64"),
+            ],
+        }
+    }
+}
+
+/// Everything the bubblewrap command line depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct BwrapSpec<'a> {
+    /// The workspace directory on the host.
+    pub workspace: &'a Path,
+    /// Whether the sandbox shares the host's network (`network: true`).
+    pub network: bool,
+    pub layout: &'a HostLayout,
+    /// The shell command to run.
+    pub command: &'a str,
+}
+
+/// The arguments to pass to `bwrap` (without the program name) to run `spec.command`.
+pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
+    let mut argv = Args::default();
+    // Every namespace, including a user namespace even when running as root; then no
+    // nested user namespaces and no capabilities for the command.
+    argv.push(["--unshare-all", "--unshare-user"]);
+    if spec.network {
+        argv.push(["--share-net"]);
+    }
+    argv.push(["--disable-userns", "--cap-drop", "ALL"]);
+    argv.push([
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "toren-sandbox",
+    ]);
+
+    argv.push(["--ro-bind", "/usr", "/usr"]);
+    for entry in &spec.layout.root_entries {
+        match entry {
+            RootEntry::Symlink { path, target } => {
+                argv.push_os(["--symlink".as_ref(), target.as_os_str(), path.as_os_str()]);
+            }
+            RootEntry::Directory { path } => {
+                argv.push_os(["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+            }
+        }
+    }
+    let network_entries: &[&str] = if spec.network {
+        &ETC_NETWORK_ENTRIES
+    } else {
+        &[]
+    };
+    for entry in ETC_ENTRIES.iter().chain(network_entries) {
+        argv.push(["--ro-bind-try", entry, entry]);
+    }
+    argv.push(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+
+    argv.push_os([
+        "--bind".as_ref(),
+        spec.workspace.as_os_str(),
+        SANDBOX_WORKDIR.as_ref(),
+    ]);
+    argv.push(["--chdir", SANDBOX_WORKDIR]);
+    argv.push(["--", SHELL, "-c", spec.command]);
+    argv.0
+}
+
+/// The environment of the sandboxed command: a minimal `PATH`, `HOME` and `LANG`, then the
+/// granted variables (which may override those three). bwrap is spawned with exactly this
+/// environment and passes it on, so the values never appear in any argv.
+pub fn sandbox_env(granted: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("PATH".to_owned(), SANDBOX_PATH.to_owned()),
+        ("HOME".to_owned(), SANDBOX_WORKDIR.to_owned()),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+    ];
+    for (name, value) in granted {
+        env.retain(|(n, _)| n != name);
+        env.push((name.clone(), value.clone()));
+    }
+    env
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn push<const N: usize>(&mut self, args: [&str; N]) {
+        self.0.extend(args.iter().map(OsString::from));
+    }
+
+    fn push_os<const N: usize>(&mut self, args: [&std::ffi::OsStr; N]) {
+        self.0.extend(args.iter().map(OsString::from));
+    }
+}

@@ -1,0 +1,218 @@
+//! The `local` backend: each command runs under bubblewrap (Linux namespaces, no daemon)
+//! over the run's workspace directory. [`LocalBackend`] checks bwrap once and opens one
+//! [`Sandbox`] per run; the argv is built by the pure `argv` module and run by `exec`.
+
+mod argv;
+mod exec;
+
+use std::fmt;
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use toren_protocol::{ResolvedPolicy, RunId};
+
+pub use argv::{BwrapSpec, HostLayout, RootEntry, SANDBOX_PATH, SHELL, bwrap_argv, sandbox_env};
+
+use crate::error::{Error, Result};
+use crate::sandbox::{ExecOutput, ExecRequest, Sandbox};
+use crate::workspace::Workspace;
+
+/// Where `bwrap` is looked for when the settings name no path.
+const BWRAP_CANDIDATES: [&str; 3] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
+
+/// Settings of the local backend, resolved by the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalSettings {
+    /// Workspaces live at `<sandbox_root>/<run id>`.
+    pub sandbox_root: PathBuf,
+    /// The `bwrap` binary; `None` looks in `/usr/bin`, `/usr/local/bin` and `/bin`.
+    pub bwrap: Option<PathBuf>,
+}
+
+/// The bubblewrap backend.
+#[derive(Clone, Debug)]
+pub struct LocalBackend {
+    settings: LocalSettings,
+    bwrap: Option<PathBuf>,
+    layout: Arc<HostLayout>,
+}
+
+impl LocalBackend {
+    /// The backend's name, as recorded in policies and events.
+    pub const NAME: &'static str = "local";
+
+    /// Finds bwrap and records the host's directory layout; call [`check`](Self::check)
+    /// once at startup to find out whether sandboxes can actually be created.
+    pub fn new(settings: LocalSettings) -> Self {
+        let bwrap = match &settings.bwrap {
+            Some(path) => path.is_file().then(|| path.clone()),
+            None => BWRAP_CANDIDATES
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.is_file()),
+        };
+        Self {
+            settings,
+            bwrap,
+            layout: Arc::new(HostLayout::probe()),
+        }
+    }
+
+    pub fn settings(&self) -> &LocalSettings {
+        &self.settings
+    }
+
+    /// Runs `true` in a sandbox built exactly like a real one (over the sandbox root), so a
+    /// missing binary or a host without user namespaces fails at startup with the fix.
+    pub fn check(&self) -> Result<()> {
+        let bwrap = self.bwrap()?;
+        let root = &self.settings.sandbox_root;
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot create the sandbox root `{}`", root.display()),
+                    e,
+                )
+            })?;
+        let spec = BwrapSpec {
+            workspace: root,
+            network: false,
+            layout: &self.layout,
+            command: "true",
+        };
+        let probe = std::process::Command::new(bwrap)
+            .args(bwrap_argv(&spec))
+            .env_clear()
+            .envs(sandbox_env(&[]))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::io(format!("cannot start `{}`", bwrap.display()), e))?;
+        if probe.status.success() {
+            Ok(())
+        } else {
+            let stderr = String::from_utf8_lossy(&probe.stderr).trim().to_owned();
+            let stderr = if stderr.is_empty() {
+                format!("bwrap {}", probe.status)
+            } else {
+                stderr
+            };
+            Err(Error::BwrapUnusable { stderr })
+        }
+    }
+
+    /// Creates (or reopens) the run's workspace and returns a sandbox over it. `env` holds
+    /// the granted variables with their values; they reach the command through its
+    /// environment only. The policy's `image` means nothing to this backend.
+    pub async fn open(
+        &self,
+        run_id: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>> {
+        let bwrap = self.bwrap()?.to_owned();
+        for (name, value) in &env {
+            check_env(name, value)?;
+        }
+        let workspace = Workspace::create(&self.settings.sandbox_root, run_id.as_str())?;
+        // As root, bwrap maps only uid 0 into the sandbox: a workspace owned by anyone else
+        // would be read-only in there. Say so now rather than at the first failed write.
+        let owner = workspace.owner_uid()?;
+        let uid = nix::unistd::geteuid().as_raw();
+        if owner != uid {
+            return Err(Error::ForeignWorkspace {
+                path: workspace.path().display().to_string(),
+                owner,
+                uid,
+            });
+        }
+        Ok(Arc::new(LocalSandbox {
+            bwrap,
+            workspace,
+            network: policy.network,
+            layout: Arc::clone(&self.layout),
+            env: sandbox_env(&env),
+        }))
+    }
+
+    fn bwrap(&self) -> Result<&Path> {
+        self.bwrap.as_deref().ok_or_else(|| Error::BwrapMissing {
+            searched: match &self.settings.bwrap {
+                Some(path) => format!("`{}`", path.display()),
+                None => BWRAP_CANDIDATES.map(|p| format!("`{p}`")).join(", "),
+            },
+        })
+    }
+}
+
+fn check_env(name: &str, value: &str) -> Result<()> {
+    let invalid = |why| {
+        Err(Error::InvalidEnv {
+            name: name.to_owned(),
+            why,
+        })
+    };
+    if name.is_empty() {
+        invalid("the name is empty")
+    } else if name.contains(['=', '\0']) {
+        invalid("the name contains `=` or a NUL byte")
+    } else if value.contains('\0') {
+        invalid("the value contains a NUL byte")
+    } else {
+        Ok(())
+    }
+}
+
+/// One run's bubblewrap sandbox: every `exec` is a fresh `bwrap … bash -c`.
+struct LocalSandbox {
+    bwrap: PathBuf,
+    workspace: Workspace,
+    network: bool,
+    layout: Arc<HostLayout>,
+    /// The command's whole environment, granted values included: never logged.
+    env: Vec<(String, String)>,
+}
+
+impl fmt::Debug for LocalSandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalSandbox")
+            .field("workspace", &self.workspace.path())
+            .field("network", &self.network)
+            .field(
+                "env",
+                &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Sandbox for LocalSandbox {
+    fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    fn backend(&self) -> &'static str {
+        LocalBackend::NAME
+    }
+
+    fn instance_id(&self) -> String {
+        self.workspace.path().display().to_string()
+    }
+
+    async fn exec(&self, req: ExecRequest) -> Result<ExecOutput> {
+        let spec = BwrapSpec {
+            workspace: self.workspace.path(),
+            network: self.network,
+            layout: &self.layout,
+            command: &req.command,
+        };
+        exec::run(&self.bwrap, bwrap_argv(&spec), &self.env, &req).await
+    }
+}

@@ -1,0 +1,81 @@
+//! The bubblewrap command line and the sandbox environment, as pure data.
+
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+use toren_sandbox::{BwrapSpec, HostLayout, RootEntry, bwrap_argv, sandbox_env};
+
+fn render(network: bool, layout: &HostLayout) -> String {
+    let spec = BwrapSpec {
+        workspace: Path::new("/srv/toren/sandboxes/run_01abc"),
+        network,
+        layout,
+        command: "echo hi && ls",
+    };
+    let argv = bwrap_argv(&spec);
+    argv.iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn argv_for_a_merged_usr_host_without_network() {
+    insta::assert_snapshot!(render(false, &HostLayout::merged_usr()));
+}
+
+#[test]
+fn network_adds_share_net_and_resolv_conf_only() {
+    let layout = HostLayout::merged_usr();
+    let without = render(false, &layout);
+    let with = render(true, &layout);
+    let added: Vec<&str> = with
+        .lines()
+        .filter(|l| !without.lines().any(|w| w == *l))
+        .collect();
+    assert_eq!(
+        added,
+        ["--share-net", "/etc/resolv.conf", "/etc/resolv.conf"]
+    );
+    assert_eq!(with.lines().count(), without.lines().count() + 4);
+}
+
+#[test]
+fn real_directories_are_bound_read_only() {
+    let layout = HostLayout {
+        root_entries: vec![
+            RootEntry::Directory {
+                path: "/lib".into(),
+            },
+            RootEntry::Symlink {
+                path: "/bin".into(),
+                target: "usr/bin".into(),
+            },
+        ],
+    };
+    let argv = render(false, &layout);
+    assert!(argv.contains("--ro-bind\n/lib\n/lib\n"), "{argv}");
+    assert!(argv.contains("--symlink\nusr/bin\n/bin\n"), "{argv}");
+}
+
+#[test]
+fn env_is_minimal_and_grants_may_override() {
+    let granted = vec![
+        ("MY_TOKEN".to_owned(), "s3cret".to_owned()),
+        ("HOME".to_owned(), "/workspace/home".to_owned()),
+    ];
+    let env = sandbox_env(&granted);
+    let expected: Vec<(String, String)> = [
+        (
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ),
+        ("LANG", "C.UTF-8"),
+        ("MY_TOKEN", "s3cret"),
+        ("HOME", "/workspace/home"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    assert_eq!(env, expected);
+}

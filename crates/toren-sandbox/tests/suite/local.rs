@@ -1,0 +1,334 @@
+//! The bubblewrap backend, run for real: confinement, environment, network, timeouts,
+//! process cleanup and output capture.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use tempfile::TempDir;
+use toren_protocol::{ApprovalPolicy, ResolvedPolicy, RunId};
+use toren_sandbox::{
+    Error, ExecOutput, ExecRequest, HostLayout, LocalBackend, LocalSettings, RootEntry, Sandbox,
+};
+
+struct Fixture {
+    root: TempDir,
+    sandbox: Arc<dyn Sandbox>,
+}
+
+fn backend(root: &TempDir) -> LocalBackend {
+    LocalBackend::new(LocalSettings {
+        sandbox_root: root.path().join("sandboxes"),
+        bwrap: None,
+    })
+}
+
+async fn fixture_with(network: bool, env: Vec<(String, String)>) -> Fixture {
+    let root = tempfile::tempdir().unwrap();
+    let policy = ResolvedPolicy {
+        backend: "local".to_owned(),
+        image: None,
+        network,
+        approval: ApprovalPolicy::Never,
+        env: env.iter().map(|(name, _)| name.clone()).collect(),
+    };
+    let sandbox = backend(&root)
+        .open(&RunId::new(), &policy, env)
+        .await
+        .unwrap();
+    Fixture { root, sandbox }
+}
+
+async fn fixture() -> Fixture {
+    fixture_with(false, Vec::new()).await
+}
+
+impl Fixture {
+    async fn run_for(&self, command: &str, timeout: Duration) -> ExecOutput {
+        let req = ExecRequest {
+            command: command.to_owned(),
+            timeout,
+            output_limit: 30_000,
+        };
+        self.sandbox.exec(req).await.unwrap()
+    }
+
+    async fn run(&self, command: &str) -> ExecOutput {
+        self.run_for(command, Duration::from_secs(20)).await
+    }
+}
+
+fn ok(output: &str) -> ExecOutput {
+    ExecOutput {
+        exit_code: Some(0),
+        output: output.to_owned(),
+        truncated: false,
+        timed_out: false,
+    }
+}
+
+#[tokio::test]
+async fn check_passes_on_this_host_and_names_the_fix_when_bwrap_is_missing() {
+    let root = tempfile::tempdir().unwrap();
+    backend(&root).check().unwrap();
+
+    let missing = LocalBackend::new(LocalSettings {
+        sandbox_root: root.path().join("sandboxes"),
+        bwrap: Some("/nonexistent/bwrap".into()),
+    });
+    let err = missing.check().unwrap_err();
+    assert!(matches!(err, Error::BwrapMissing { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("apt-get install bubblewrap"),
+        "{err}"
+    );
+    assert!(!err.is_model_fixable());
+}
+
+#[tokio::test]
+async fn commands_run_in_the_workspace_and_their_files_persist() {
+    let f = fixture().await;
+    assert_eq!(f.sandbox.backend(), "local");
+    assert_eq!(
+        f.sandbox.instance_id(),
+        f.sandbox.workspace().path().display().to_string()
+    );
+
+    assert_eq!(
+        f.run("pwd; echo hello > made.txt; id -u").await,
+        ok("/workspace\n0\n")
+    );
+    let on_host = std::fs::read_to_string(f.sandbox.workspace().path().join("made.txt")).unwrap();
+    assert_eq!(on_host, "hello\n");
+    assert_eq!(f.run("cat made.txt").await, ok("hello\n"));
+}
+
+#[tokio::test]
+async fn the_host_outside_the_workspace_is_read_only_or_absent() {
+    let f = fixture().await;
+    let marker = tempfile::Builder::new()
+        .prefix("toren-host-marker")
+        .tempfile_in("/tmp")
+        .unwrap();
+
+    let usr = f.run("touch /usr/planted").await;
+    assert_eq!(usr.exit_code, Some(1));
+    assert!(
+        usr.output.contains("Read-only file system"),
+        "{}",
+        usr.output
+    );
+
+    // The sandbox's root holds exactly the entries the argv builds.
+    let mut expected: BTreeSet<String> = ["dev", "etc", "proc", "tmp", "usr", "workspace"]
+        .map(String::from)
+        .into();
+    for entry in HostLayout::probe().root_entries {
+        let (RootEntry::Symlink { path, .. } | RootEntry::Directory { path }) = entry;
+        expected.insert(path.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    let listing = f.run("ls -A /").await;
+    let seen: BTreeSet<String> = listing.output.lines().map(String::from).collect();
+    assert_eq!(seen, expected);
+
+    let name = marker
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        f.run("ls -A /tmp").await,
+        ok(""),
+        "host /tmp ({name}) must not be visible"
+    );
+    assert_eq!(
+        f.run("test -e /root || echo no-root").await,
+        ok("no-root\n")
+    );
+    assert_eq!(
+        f.run("test -e /etc/ssl/private || echo no-keys").await,
+        ok("no-keys\n")
+    );
+    // Other workspaces and the sandbox root are not reachable.
+    let sibling = f.root.path().join("sandboxes").display().to_string();
+    assert_eq!(
+        f.run(&format!("test -e {sibling} || echo hidden")).await,
+        ok("hidden\n")
+    );
+}
+
+#[tokio::test]
+async fn env_holds_only_the_minimum_and_granted_names_and_values_stay_out_of_argv() {
+    let secret = "canary-value-7c1f";
+    let f = fixture_with(false, vec![("TOREN_CANARY".to_owned(), secret.to_owned())]).await;
+    // The test process itself has CARGO_* variables and a PATH of its own.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+
+    let out = f.run("env").await;
+    let names: BTreeSet<&str> = out
+        .output
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, _)| k)
+        .collect();
+    // PWD, SHLVL and _ are set by bash itself.
+    let expected: BTreeSet<&str> =
+        ["HOME", "LANG", "PATH", "PWD", "SHLVL", "TOREN_CANARY", "_"].into();
+    assert_eq!(names, expected);
+    assert!(
+        out.output.contains(&format!("TOREN_CANARY={secret}\n")),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output
+            .contains(&format!("PATH={}\n", toren_sandbox::SANDBOX_PATH))
+    );
+    assert!(out.output.contains("HOME=/workspace\n"));
+
+    // Every process's argv inside the sandbox (bwrap's included) is free of the value.
+    let argv = f.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").await;
+    assert!(argv.output.contains("bwrap"), "{}", argv.output);
+    assert!(!argv.output.contains(secret), "{}", argv.output);
+}
+
+#[tokio::test]
+async fn invalid_granted_variables_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let policy = ResolvedPolicy {
+        backend: "local".to_owned(),
+        image: None,
+        network: false,
+        approval: ApprovalPolicy::Always,
+        env: vec!["A=B".to_owned()],
+    };
+    let env = vec![("A=B".to_owned(), "x".to_owned())];
+    let err = backend(&root)
+        .open(&RunId::new(), &policy, env)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidEnv { .. }), "{err:?}");
+}
+
+async fn connect_from_sandbox(network: bool) -> (ExecOutput, bool) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let f = fixture_with(network, Vec::new()).await;
+    let command = format!("echo ping > /dev/tcp/127.0.0.1/{port} && echo connected");
+    let (out, accepted) = tokio::join!(
+        f.run(&command),
+        tokio::time::timeout(Duration::from_secs(5), listener.accept())
+    );
+    (out, accepted.is_ok())
+}
+
+#[tokio::test]
+async fn network_is_unshared_by_default() {
+    let f = fixture().await;
+    let devices = f
+        .run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+        .await;
+    assert_eq!(devices, ok("lo\n"));
+
+    let (out, accepted) = connect_from_sandbox(false).await;
+    assert_eq!(out.exit_code, Some(1), "{}", out.output);
+    assert!(out.output.contains("Connection refused"), "{}", out.output);
+    assert!(!accepted);
+}
+
+#[tokio::test]
+async fn network_is_shared_when_granted() {
+    let (out, accepted) = connect_from_sandbox(true).await;
+    assert_eq!(out, ok("connected\n"));
+    assert!(accepted);
+}
+
+#[tokio::test]
+async fn timeout_kills_the_command_and_its_children() {
+    let f = fixture().await;
+    let started = Instant::now();
+    let out = f
+        .run_for("echo before; sleep 100 & sleep 100", Duration::from_secs(1))
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        out,
+        ExecOutput {
+            exit_code: None,
+            output: "before\n".to_owned(),
+            truncated: false,
+            timed_out: true
+        }
+    );
+}
+
+#[tokio::test]
+async fn nothing_the_command_started_outlives_the_call() {
+    let f = fixture().await;
+    let started = Instant::now();
+    let command = "setsid sh -c 'sleep 1; touch late1' >/dev/null 2>&1 & \
+                   nohup sh -c 'sleep 1; touch late2' >/dev/null 2>&1 & \
+                   (sleep 1; touch late3) & \
+                   echo started";
+    assert_eq!(f.run(command).await, ok("started\n"));
+    // The third job holds the output pipe; the call still returns at once.
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "took {:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for late in ["late1", "late2", "late3"] {
+        assert!(
+            !f.sandbox.workspace().path().join(late).exists(),
+            "{late} was created"
+        );
+    }
+}
+
+#[tokio::test]
+async fn huge_output_is_capped_to_head_and_tail() {
+    let f = fixture().await;
+    let out = f.run("yes | head -c 200000000; echo; echo the-end").await;
+    assert_eq!(out.exit_code, Some(0));
+    assert!(out.truncated);
+    let (head, rest) = out.output.split_once("\n[... ").unwrap();
+    let (marker, tail) = rest.split_once(" ...]\n").unwrap();
+    assert_eq!(head.len(), 15_000);
+    assert!(head.bytes().all(|b| b == b'y' || b == b'\n'));
+    assert_eq!(
+        marker,
+        "199970009 bytes of output cut; showing the first 15000 and last 15000 bytes"
+    );
+    assert_eq!(tail.len(), 15_000);
+    assert!(
+        tail.ends_with("y\ny\n\nthe-end\n"),
+        "{}",
+        &tail[tail.len() - 20..]
+    );
+}
+
+#[tokio::test]
+async fn stdout_and_stderr_interleave_in_order_and_exit_codes_are_reported() {
+    let f = fixture().await;
+    let out = f
+        .run("echo out1; echo err1 >&2; echo out2; echo err2 >&2; exit 3")
+        .await;
+    assert_eq!(
+        out,
+        ExecOutput {
+            exit_code: Some(3),
+            output: "out1\nerr1\nout2\nerr2\n".to_owned(),
+            truncated: false,
+            timed_out: false
+        }
+    );
+    assert_eq!(f.run("kill -9 $$").await.exit_code, Some(137));
+    assert_eq!(f.run("printf 'a\\377b'").await, ok("a\u{fffd}b"));
+}

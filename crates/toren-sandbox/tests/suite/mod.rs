@@ -1,0 +1,3 @@
+mod argv;
+mod local;
+mod workspace;

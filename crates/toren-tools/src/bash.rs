@@ -1,0 +1,93 @@
+//! The `bash` tool: one fresh `bash -c` in the sandbox per call, with a timeout, and its
+//! output rendered for the model (combined output, then a status line). Approval is not
+//! this module's business; the orchestrator asks before calling it.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use toren_sandbox::{ExecRequest, Sandbox};
+
+use crate::ToolSettings;
+use crate::error::Result;
+use crate::outcome::{ToolOutcome, parse_args};
+
+pub(crate) const NAME: &str = "bash";
+pub(crate) const USAGE: &str = r#"{"command": string, "timeout_secs"?: integer}"#;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BashArgs {
+    pub(crate) command: String,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+}
+
+pub(crate) fn parse(args: &serde_json::Value) -> Result<BashArgs, String> {
+    parse_args(NAME, USAGE, args)
+}
+
+pub(crate) async fn run(
+    settings: &ToolSettings,
+    sandbox: &dyn Sandbox,
+    args: &serde_json::Value,
+) -> Result<ToolOutcome> {
+    let args = match parse(args) {
+        Ok(args) => args,
+        Err(message) => return Ok(ToolOutcome::error(message)),
+    };
+    if args.command.trim().is_empty() {
+        return Ok(ToolOutcome::error(
+            "`command` is empty; give the shell command to run",
+        ));
+    }
+    let max = settings.bash_max_timeout.as_secs();
+    let timeout = match args.timeout_secs {
+        None => settings.bash_default_timeout,
+        Some(secs) if (1..=max).contains(&secs) => Duration::from_secs(secs),
+        Some(secs) => {
+            return Ok(ToolOutcome::error(format!(
+                "`timeout_secs` is {secs} but must be between 1 and {max}; for longer work, \
+                 split it into several commands"
+            )));
+        }
+    };
+    let req = ExecRequest {
+        command: args.command,
+        timeout,
+        output_limit: settings.output_limit,
+    };
+    let out = sandbox.exec(req).await?;
+
+    let mut text = out.output;
+    if text.is_empty() {
+        text.push_str("(no output)");
+    }
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let status = if out.timed_out {
+        format!(
+            "[timed out: the command and everything it started were killed after {} s; \
+             pass a larger timeout_secs (at most {max}) if it needs longer]",
+            timeout.as_secs()
+        )
+    } else {
+        match out.exit_code {
+            Some(code) => format!("[exit code: {code}]"),
+            None => "[killed by a signal]".to_owned(),
+        }
+    };
+    text.push_str(&status);
+    if out.truncated {
+        text.push_str(
+            "\n[output truncated: to see all of it, redirect it to a file and search or page \
+             through it with grep or read_file]",
+        );
+    }
+    Ok(ToolOutcome {
+        output: text,
+        is_error: out.timed_out || out.exit_code != Some(0),
+        exit_code: out.exit_code,
+        truncated: out.truncated,
+    })
+}

@@ -1,0 +1,97 @@
+//! The [`Toolkit`]: the tools offered to a sandbox agent, which of them need approval, and
+//! the dispatch of one [`ToolCall`] to its implementation (`bash`, `read`, `write`).
+
+use std::time::Duration;
+
+use toren_protocol::{ToolCall, ToolSpec};
+use toren_sandbox::Sandbox;
+
+use crate::error::Result;
+use crate::outcome::ToolOutcome;
+use crate::{bash, read, specs, write};
+
+/// Limits of the tools, resolved by the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolSettings {
+    /// A bash call without `timeout_secs` is killed after this long.
+    pub bash_default_timeout: Duration,
+    /// The largest `timeout_secs` accepted; larger values are refused.
+    pub bash_max_timeout: Duration,
+    /// Bytes of bash output kept (head and tail).
+    pub output_limit: usize,
+    /// Lines `read_file` returns when the call gives no `limit`.
+    pub read_max_lines: usize,
+    /// Bytes of text `read_file` returns at most.
+    pub read_max_bytes: usize,
+    /// Files larger than this are refused by `read_file` and `edit_file`.
+    pub file_size_limit: u64,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        Self {
+            bash_default_timeout: Duration::from_secs(120),
+            bash_max_timeout: Duration::from_secs(600),
+            output_limit: 30_000,
+            read_max_lines: 2000,
+            read_max_bytes: 256 * 1024,
+            file_size_limit: 10 * 1024 * 1024,
+        }
+    }
+}
+
+/// The sandbox toolkit.
+#[derive(Clone, Debug, Default)]
+pub struct Toolkit {
+    settings: ToolSettings,
+}
+
+/// The names of the tools, in the order [`Toolkit::specs`] lists them.
+pub const TOOL_NAMES: [&str; 4] = [bash::NAME, read::NAME, write::WRITE, write::EDIT];
+
+impl Toolkit {
+    pub fn new(settings: ToolSettings) -> Self {
+        Self { settings }
+    }
+
+    pub fn settings(&self) -> &ToolSettings {
+        &self.settings
+    }
+
+    /// The tools as offered to the model.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        specs::specs(&self.settings)
+    }
+
+    /// Whether the call runs a command and so may need a human's approval (`bash` only;
+    /// file tools never ask, I-9). The approval policy decides whether to actually ask.
+    pub fn needs_approval(&self, call: &ToolCall) -> bool {
+        call.name == bash::NAME
+    }
+
+    /// What a human is asked to approve: the exact command, if the call is a `bash` call
+    /// with readable arguments. `None` otherwise (a malformed call fails without running,
+    /// so there is nothing to approve).
+    pub fn approval_prompt(&self, call: &ToolCall) -> Option<String> {
+        if call.name != bash::NAME {
+            return None;
+        }
+        bash::parse(&call.arguments).ok().map(|args| args.command)
+    }
+
+    /// Runs one call. Everything the model can fix comes back as `Ok` with
+    /// `is_error: true`; `Err` means a host fault.
+    pub async fn execute(&self, sandbox: &dyn Sandbox, call: &ToolCall) -> Result<ToolOutcome> {
+        let args = &call.arguments;
+        match call.name.as_str() {
+            bash::NAME => bash::run(&self.settings, sandbox, args).await,
+            read::NAME => read::run(&self.settings, sandbox.workspace(), args).await,
+            write::WRITE => write::write_file(sandbox.workspace(), args).await,
+            write::EDIT => write::edit_file(&self.settings, sandbox.workspace(), args).await,
+            other => Ok(ToolOutcome::error(format!(
+                "unknown tool `{other}`; the available tools are {}",
+                TOOL_NAMES.map(|n| format!("`{n}`")).join(", ")
+            ))),
+        }
+    }
+}

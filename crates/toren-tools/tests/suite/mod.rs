@@ -1,0 +1,4 @@
+mod bash;
+mod common;
+mod files;
+mod toolkit;
