@@ -1,40 +1,24 @@
 //! Model providers.
 //!
 //! [`ModelProvider`] turns a provider-neutral [`ModelRequest`] into one assistant turn,
-//! streaming text through a callback as it arrives. Implementations: `anthropic` (Messages
-//! API), `openai` (Chat Completions, also used for `ollama`), and `scripted` (a YAML list
+//! streaming text through a callback as it arrives. Implementations: [`anthropic`] (Messages
+//! API), [`openai`] (Chat Completions, also used for `ollama`), and [`scripted`] (a YAML list
 //! of turns, for tests and offline demos). [`build_provider`] picks one from an agent's
 //! `model` string; it never reads the environment — the caller passes [`ProviderSettings`].
+//! The HTTP clients retry transient failures themselves ([`RetryPolicy`]); an [`Error`] that
+//! still comes out says with [`Error::is_retryable`] whether a later attempt may succeed.
 
-use async_trait::async_trait;
-use toren_protocol::{AssistantMessage, Message, ToolSpec, Usage};
+pub mod anthropic;
+mod arguments;
+mod build;
+mod error;
+mod http;
+pub mod openai;
+mod provider;
+mod retry;
+pub mod scripted;
 
-/// What the agent loop asks a model.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelRequest {
-    pub system: String,
-    pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
-    pub max_tokens: u32,
-}
-
-/// One complete assistant turn.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelResponse {
-    pub message: AssistantMessage,
-    pub stop_reason: String,
-    pub usage: Usage,
-    /// The model id as the provider reported it.
-    pub model: String,
-}
-
-/// Receives streamed text as it arrives. Streaming is for display only; the final
-/// [`ModelResponse`] is what counts.
-pub type TextSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
-
-#[async_trait]
-pub trait ModelProvider: Send + Sync {
-    /// One model call. Retries transient failures internally.
-    async fn respond(&self, request: &ModelRequest, on_text: TextSink<'_>)
-    -> Result<ModelResponse, Error>;
-}
+pub use build::{ProviderSettings, build_provider};
+pub use error::{Error, PROVIDERS, Result};
+pub use provider::{ModelProvider, ModelRequest, ModelResponse, TextSink};
+pub use retry::RetryPolicy;

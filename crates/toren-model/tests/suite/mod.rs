@@ -1,0 +1,6 @@
+mod anthropic;
+mod build;
+mod common;
+mod openai;
+mod same_scenario;
+mod scripted;

@@ -1,0 +1,303 @@
+//! The HTTP side of the fakes: binds `127.0.0.1:0`, runs axum on a dedicated thread with
+//! its own runtime, records requests, pops the next reply, and streams the rendered body in
+//! awkwardly cut chunks. Rendering belongs to `super::anthropic` / `super::openai`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::{ReceivedRequest, Reply, anthropic, openai};
+
+/// Which wire protocol a fake speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+impl Wire {
+    fn path(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "/v1/messages",
+            Wire::OpenAi => "/v1/chat/completions",
+        }
+    }
+
+    fn error_body(self, status: u16, message: &str) -> Value {
+        match self {
+            Wire::Anthropic => anthropic::error_body(status, message),
+            Wire::OpenAi => openai::error_body(status, message),
+        }
+    }
+}
+
+/// A rendered reply: a status, extra headers and an SSE or JSON body.
+pub(crate) struct Rendered {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    pub(crate) body: String,
+    pub(crate) sse: bool,
+}
+
+#[derive(Default)]
+struct Queue {
+    replies: VecDeque<Reply>,
+    requests: Vec<ReceivedRequest>,
+}
+
+struct Shared {
+    wire: Wire,
+    queue: Mutex<Queue>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A test that panicked while holding the lock already failed; keep serving.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+pub(crate) struct FakeServer {
+    shared: Arc<Shared>,
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeServer {
+    pub(crate) fn start(wire: Wire, replies: VecDeque<Reply>) -> anyhow::Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let shared = Arc::new(Shared {
+            wire,
+            queue: Mutex::new(Queue {
+                replies,
+                ..Queue::default()
+            }),
+        });
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(Arc::clone(&shared));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name("fake-llm".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = axum::serve(listener, app) => {}
+                        _ = stopped => {}
+                    }
+                });
+            })?;
+        Ok(FakeServer {
+            shared,
+            url,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn host_url(&self) -> String {
+        self.url.clone()
+    }
+
+    pub(crate) fn push(&self, reply: Reply) {
+        self.shared.lock().replies.push_back(reply);
+    }
+
+    pub(crate) fn requests(&self) -> Vec<ReceivedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.shared.lock().replies.len()
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let received = ReceivedRequest {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect::<BTreeMap<_, _>>(),
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
+    let wire = shared.wire;
+    let (number, reply) = {
+        let mut queue = shared.lock();
+        queue.requests.push(received.clone());
+        let number = queue.requests.len();
+        let reply = if method == Method::POST && uri.path() == wire.path() {
+            queue.replies.pop_front()
+        } else {
+            None
+        };
+        (number, reply)
+    };
+    let model = received
+        .body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("fake-model");
+    let rendered = match reply {
+        Some(reply) => match wire {
+            Wire::Anthropic => anthropic::render(&reply, model, number),
+            Wire::OpenAi => openai::render(&reply, model, number),
+        },
+        None if uri.path() != wire.path() => json_error(
+            wire,
+            404,
+            &format!(
+                "fake server: no route for {method} {}; use {}",
+                uri.path(),
+                wire.path()
+            ),
+        ),
+        None => json_error(
+            wire,
+            400,
+            &format!("fake server: no scripted reply left for request #{number}"),
+        ),
+    };
+    respond(rendered, number as u64)
+}
+
+pub(crate) fn json_error(wire: Wire, status: u16, message: &str) -> Rendered {
+    Rendered {
+        status,
+        headers: Vec::new(),
+        body: wire.error_body(status, message).to_string(),
+        sse: false,
+    }
+}
+
+fn respond(rendered: Rendered, seed: u64) -> Response {
+    let status = StatusCode::from_u16(rendered.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let content_type = if rendered.sse {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let mut response = if rendered.sse {
+        let pieces = cut(rendered.body.into_bytes(), seed);
+        let stream =
+            futures::stream::iter(pieces.into_iter().enumerate()).then(|(n, piece)| async move {
+                if n % 20 == 19 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+                Ok::<_, Infallible>(piece)
+            });
+        (status, Body::from_stream(stream)).into_response()
+    } else {
+        (status, rendered.body).into_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    for (name, value) in rendered.headers {
+        if let Ok(value) = header::HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    response
+}
+
+/// Cuts `body` into pieces of 1 to 13 bytes with a seeded generator, so every run of a
+/// test sees the same awkward boundaries.
+fn cut(body: Vec<u8>, seed: u64) -> Vec<Bytes> {
+    let body = Bytes::from(body);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while start < body.len() {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let size = 1 + (state >> 59) as usize % 13;
+        let end = (start + size).min(body.len());
+        pieces.push(body.slice(start..end));
+        start = end;
+    }
+    pieces
+}
+
+/// Splits `text` into pieces of at most `size` characters (never inside a character).
+pub(crate) fn pieces(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size.max(1))
+        .map(|c| c.iter().collect())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_every_byte_in_order() {
+        let body = "data: {\"text\":\"héllo wörld\"}\n\n"
+            .repeat(20)
+            .into_bytes();
+        let pieces = cut(body.clone(), 7);
+        assert!(pieces.len() > 20);
+        assert!(pieces.iter().all(|p| (1..=13).contains(&p.len())));
+        assert_eq!(pieces.concat(), body);
+    }
+
+    #[test]
+    fn pieces_split_on_characters() {
+        assert_eq!(pieces("héllo", 2), vec!["hé", "ll", "o"]);
+        assert!(pieces("", 3).is_empty());
+    }
+}
