@@ -17,7 +17,10 @@ pub enum Action {
     AwaitApproval { call: ToolCall, command: String },
     /// The human denied the call: record its result (an error the model sees) without
     /// running anything.
-    RecordDenial { call: ToolCall, reason: Option<String> },
+    RecordDenial {
+        call: ToolCall,
+        reason: Option<String>,
+    },
     /// Record `tool_started` (attempt number given), run the tool, record `tool_completed`.
     /// `attempt > 1` means an earlier attempt was interrupted.
     RunTool { call: ToolCall, attempt: u32 },

@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 
 use toren_protocol::{
-    AgentSpec, ApprovalPolicy, AssistantMessage, Event, EventKind, Message, ResolvedPolicy,
-    RunId, RunStatus, SandboxProvisioned, ToolCall, ToolResult,
+    AgentSpec, ApprovalPolicy, AssistantMessage, Event, EventKind, Message, ResolvedPolicy, RunId,
+    RunStatus, SandboxProvisioned, ToolCall, ToolResult,
 };
 
 use crate::{APPROVAL_TOOLS, Action};
@@ -120,22 +120,30 @@ impl RunState {
                 self.messages.push(Message::Assistant(r.message.clone()));
             }
             EventKind::ApprovalRequested(a) => {
-                let p = self.call_mut(&a.call_id).ok_or_else(|| bad(unknown(&a.call_id)))?;
+                let p = self
+                    .call_mut(&a.call_id)
+                    .ok_or_else(|| bad(unknown(&a.call_id)))?;
                 p.approval_requested = true;
             }
             EventKind::ApprovalDecided(d) => {
-                let p = self.call_mut(&d.call_id).ok_or_else(|| bad(unknown(&d.call_id)))?;
+                let p = self
+                    .call_mut(&d.call_id)
+                    .ok_or_else(|| bad(unknown(&d.call_id)))?;
                 if !p.approval_requested || p.decision.is_some() {
                     return Err(bad(format!("no pending approval for {}", d.call_id)));
                 }
                 p.decision = Some((d.approved, d.reason.clone()));
             }
             EventKind::ToolStarted(t) => {
-                let p = self.call_mut(&t.call_id).ok_or_else(|| bad(unknown(&t.call_id)))?;
+                let p = self
+                    .call_mut(&t.call_id)
+                    .ok_or_else(|| bad(unknown(&t.call_id)))?;
                 p.attempts = p.attempts.max(t.attempt);
             }
             EventKind::ToolCompleted(t) => {
-                let p = self.call_mut(&t.call_id).ok_or_else(|| bad(unknown(&t.call_id)))?;
+                let p = self
+                    .call_mut(&t.call_id)
+                    .ok_or_else(|| bad(unknown(&t.call_id)))?;
                 if p.result.is_some() {
                     return Err(bad(format!("{} already completed", t.call_id)));
                 }
@@ -165,11 +173,17 @@ impl RunState {
                 status: self.status,
             };
         }
-        if let Some(call) = self.pending.iter().find(|c| self.result_of(&c.id).is_none()) {
+        if let Some(call) = self
+            .pending
+            .iter()
+            .find(|c| self.result_of(&c.id).is_none())
+        {
             return self.next_for_call(call);
         }
         match self.messages.last() {
-            Some(Message::Assistant(AssistantMessage { text, tool_calls })) if tool_calls.is_empty() => {
+            Some(Message::Assistant(AssistantMessage { text, tool_calls }))
+                if tool_calls.is_empty() =>
+            {
                 Action::Complete {
                     output: text.clone(),
                 }

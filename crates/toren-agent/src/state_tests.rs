@@ -154,7 +154,13 @@ fn a_started_call_without_completion_is_run_again_as_a_new_attempt() {
         responded("", vec![c.clone()]),
         started("call_1", 1),
     ]);
-    assert_eq!(s.next_action(), Action::RunTool { call: c, attempt: 2 });
+    assert_eq!(
+        s.next_action(),
+        Action::RunTool {
+            call: c,
+            attempt: 2
+        }
+    );
 }
 
 #[test]
@@ -241,7 +247,10 @@ fn a_denial_is_recorded_as_the_result_without_running() {
 
 #[test]
 fn a_text_only_answer_completes_and_max_turns_fails() {
-    let s = state(vec![created(ApprovalPolicy::Never), responded("all done", vec![])]);
+    let s = state(vec![
+        created(ApprovalPolicy::Never),
+        responded("all done", vec![]),
+    ]);
     assert_eq!(
         s.next_action(),
         Action::Complete {
@@ -255,7 +264,9 @@ fn a_text_only_answer_completes_and_max_turns_fails() {
         kinds.push(started(&id, 1));
         kinds.push(completed(&id, "x"));
     }
-    assert!(matches!(state(kinds).next_action(), Action::Fail { error } if error.contains("max_turns (3)")));
+    assert!(
+        matches!(state(kinds).next_action(), Action::Fail { error } if error.contains("max_turns (3)"))
+    );
 }
 
 #[test]
@@ -268,7 +279,10 @@ fn inconsistent_logs_are_errors() {
     let mut events = log(vec![created(ApprovalPolicy::Never), responded("x", vec![])]);
     events[1].seq = 5;
     assert!(RunState::from_events(&events).is_err());
-    assert!(matches!(RunState::from_events(&[]), Err(Error::NotCreated(_))));
+    assert!(matches!(
+        RunState::from_events(&[]),
+        Err(Error::NotCreated(_))
+    ));
 }
 
 #[test]

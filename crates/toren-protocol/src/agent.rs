@@ -32,7 +32,9 @@ impl AgentSpec {
 
     /// The provider part and the model part of `model`.
     pub fn model_parts(&self) -> (&str, &str) {
-        self.model.split_once('/').unwrap_or((self.model.as_str(), ""))
+        self.model
+            .split_once('/')
+            .unwrap_or((self.model.as_str(), ""))
     }
 }
 

@@ -21,7 +21,10 @@ pub struct InvalidRunId(pub String);
 impl RunId {
     /// A fresh, time-ordered run id.
     pub fn new() -> Self {
-        Self(format!("run_{}", ulid::Ulid::generate().to_string().to_lowercase()))
+        Self(format!(
+            "run_{}",
+            ulid::Ulid::generate().to_string().to_lowercase()
+        ))
     }
 
     pub fn as_str(&self) -> &str {
@@ -45,10 +48,14 @@ impl FromStr for RunId {
     type Err = InvalidRunId;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let rest = s.strip_prefix("run_").ok_or_else(|| InvalidRunId(s.to_owned()))?;
+        let rest = s
+            .strip_prefix("run_")
+            .ok_or_else(|| InvalidRunId(s.to_owned()))?;
         let ok = !rest.is_empty()
             && rest.len() <= 64
-            && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if ok {
             Ok(Self(s.to_owned()))
         } else {
@@ -86,7 +93,9 @@ mod tests {
 
     #[test]
     fn rejects_path_like_ids() {
-        for bad in ["", "run_", "../x", "run_../x", "run_a/b", "abc", "run_a.b", "run_\0"] {
+        for bad in [
+            "", "run_", "../x", "run_../x", "run_a/b", "abc", "run_a.b", "run_\0",
+        ] {
             assert!(bad.parse::<RunId>().is_err(), "{bad:?} must be rejected");
         }
     }

@@ -37,10 +37,14 @@ pub struct ToolResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
-    User { text: String },
+    User {
+        text: String,
+    },
     Assistant(AssistantMessage),
     /// The results of every tool call of the preceding assistant message, in call order.
-    ToolResults { results: Vec<ToolResult> },
+    ToolResults {
+        results: Vec<ToolResult>,
+    },
 }
 
 /// A tool offered to the model.

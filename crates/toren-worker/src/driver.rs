@@ -18,7 +18,7 @@ use toren_tools::Toolkit;
 use crate::{Approver, Error, Observer, SandboxBackend};
 
 /// Looks up the value of a granted environment variable.
-pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub(crate) type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 /// Everything a driver needs besides the run itself.
 pub struct WorkerConfig {
@@ -182,7 +182,9 @@ impl RunDriver {
         let mut announced = false;
         loop {
             if !asking && !announced {
-                self.config.observer.awaiting_approval(&run, &call.id, command);
+                self.config
+                    .observer
+                    .awaiting_approval(&run, &call.id, command);
                 announced = true;
             }
             tokio::select! {
@@ -237,9 +239,13 @@ impl RunDriver {
                     });
                     return self.append(state, vec![kind]).await;
                 };
-                let backend = self.config.sandbox.as_ref().ok_or_else(|| Error::NoSandbox {
-                    run: state.run_id.to_string(),
-                })?;
+                let backend = self
+                    .config
+                    .sandbox
+                    .as_ref()
+                    .ok_or_else(|| Error::NoSandbox {
+                        run: state.run_id.to_string(),
+                    })?;
                 let env = policy
                     .env
                     .iter()
@@ -247,7 +253,11 @@ impl RunDriver {
                     .collect();
                 let opened = match backend.open(&state.run_id, &policy, env).await {
                     Ok(opened) => opened,
-                    Err(e) => return self.fail(state, format!("could not open the sandbox: {e}")).await,
+                    Err(e) => {
+                        return self
+                            .fail(state, format!("could not open the sandbox: {e}"))
+                            .await;
+                    }
                 };
                 if state.sandbox.is_none() {
                     let kind = EventKind::SandboxProvisioned(SandboxProvisioned {
@@ -269,7 +279,14 @@ impl RunDriver {
         self.append(state, vec![started]).await?;
         let outcome = match self.config.toolkit.execute(sb.as_ref(), &call).await {
             Ok(outcome) => outcome,
-            Err(e) => return self.fail(state, format!("tool `{}` failed on the host: {e}", call.name)).await,
+            Err(e) => {
+                return self
+                    .fail(
+                        state,
+                        format!("tool `{}` failed on the host: {e}", call.name),
+                    )
+                    .await;
+            }
         };
         let output = if attempt > 1 {
             format!("{INTERRUPTED_NOTE}\n{}", outcome.output)
@@ -295,7 +312,12 @@ impl RunDriver {
     /// on (an approval decided from elsewhere), nothing was written: fold the news and let
     /// the state machine decide again.
     async fn append(&self, state: &mut RunState, kinds: Vec<EventKind>) -> Result<(), Error> {
-        match self.config.store.append(&state.run_id, state.last_seq, kinds).await {
+        match self
+            .config
+            .store
+            .append(&state.run_id, state.last_seq, kinds)
+            .await
+        {
             Ok(events) => {
                 for event in &events {
                     state.apply(event)?;
@@ -310,7 +332,11 @@ impl RunDriver {
 
     /// Folds events written by others since the last folded one.
     async fn catch_up(&self, state: &mut RunState) -> Result<(), Error> {
-        let events = self.config.store.read(&state.run_id, state.last_seq).await?;
+        let events = self
+            .config
+            .store
+            .read(&state.run_id, state.last_seq)
+            .await?;
         for event in &events {
             state.apply(event)?;
             self.config.observer.event(event);

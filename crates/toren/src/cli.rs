@@ -8,10 +8,12 @@ use clap::{Args, Parser, Subcommand};
 /// and file tools on a private per-run workspace. Every step is recorded in an event log.
 #[derive(Debug, Parser)]
 #[command(name = "toren", version, about, long_about, max_term_width = 100)]
-#[command(after_help = "Environment: TOREN_HOME (default ~/.toren), TOREN_AGENTS (default ./agents), \
+#[command(
+    after_help = "Environment: TOREN_HOME (default ~/.toren), TOREN_AGENTS (default ./agents), \
 TOREN_DATABASE_URL (default sqlite://$TOREN_HOME/toren.db), TOREN_SANDBOX (local | none), \
 TOREN_SANDBOX_ROOT (default $TOREN_HOME/sandboxes), ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, \
-OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST. See the README.")]
+OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST. See the README."
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,

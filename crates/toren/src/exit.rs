@@ -31,9 +31,21 @@ impl Failure {
         }
     }
 
-    #[expect(clippy::print_stderr, reason = "the one place that reports a failed command")]
+    #[expect(
+        clippy::print_stderr,
+        reason = "the one place that reports a failed command"
+    )]
     pub(crate) fn report(self) -> ExitCode {
-        eprintln!("error: {:#}", self.error);
+        // An agent-file diagnostic already reads `file:line:col: error: …`.
+        let diagnostic = self
+            .error
+            .downcast_ref::<toren_config::Error>()
+            .is_some_and(|e| e.diagnostic().is_some());
+        if diagnostic {
+            eprintln!("{:#}", self.error);
+        } else {
+            eprintln!("error: {:#}", self.error);
+        }
         ExitCode::from(self.code)
     }
 }

@@ -29,7 +29,9 @@ fn main() -> ExitCode {
         .build()
     {
         Ok(runtime) => runtime,
-        Err(e) => return Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")).report(),
+        Err(e) => {
+            return Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")).report();
+        }
     };
     let result = runtime.block_on(dispatch(cli.command));
     // Do not wait for stray tasks (e.g. a blocked stdin reader) on the way out.

@@ -1,7 +1,10 @@
 //! Everything `toren` says to people, on stderr: run progress, streamed model text,
 //! approval prompts, and one-line summaries of events. Data for scripts goes to stdout
 //! in the commands themselves.
-#![expect(clippy::print_stderr, reason = "this module is the human-facing output")]
+#![expect(
+    clippy::print_stderr,
+    reason = "this module is the human-facing output"
+)]
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -18,7 +21,9 @@ pub(crate) fn announce_run(run_id: &RunId, agent: &AgentSpec) {
 }
 
 pub(crate) fn interrupted(run_id: &RunId) {
-    eprintln!("\ninterrupted: run {run_id} was stopped where it was; its log is kept (`toren events {run_id}`)");
+    eprintln!(
+        "\ninterrupted: run {run_id} was stopped where it was; its log is kept (`toren events {run_id}`)"
+    );
 }
 
 pub(crate) fn failed(run_id: &RunId, error: &str) {
@@ -34,12 +39,23 @@ pub(crate) fn describe(event: &Event) -> String {
             c.agent.model,
             c.policy.as_ref().map_or_else(
                 || "none".to_owned(),
-                |p| format!("{} network={} approval={} env=[{}]", p.backend, p.network, p.approval, p.env.join(","))
+                |p| format!(
+                    "{} network={} approval={} env=[{}]",
+                    p.backend,
+                    p.network,
+                    p.approval,
+                    p.env.join(",")
+                )
             ),
             one_line(&c.input, 120)
         ),
         EventKind::ModelResponded(m) => {
-            let calls: Vec<String> = m.message.tool_calls.iter().map(|c| format!("{} {}", c.name, c.id)).collect();
+            let calls: Vec<String> = m
+                .message
+                .tool_calls
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.id))
+                .collect();
             format!(
                 "{} tokens in/{} out, {} tool call(s) [{}]: {}",
                 m.usage.input_tokens,
@@ -49,25 +65,34 @@ pub(crate) fn describe(event: &Event) -> String {
                 one_line(&m.message.text, 100)
             )
         }
-        EventKind::ApprovalRequested(a) => format!("{} {}: $ {}", a.tool, a.call_id, one_line(&a.command, 120)),
+        EventKind::ApprovalRequested(a) => {
+            format!("{} {}: $ {}", a.tool, a.call_id, one_line(&a.command, 120))
+        }
         EventKind::ApprovalDecided(d) => format!(
             "{} {} by {} via {}{}",
             if d.approved { "approved" } else { "denied" },
             d.call_id,
             d.by,
             d.via,
-            d.reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+            d.reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
         ),
         EventKind::ToolStarted(t) => format!("{} {} (attempt {})", t.tool, t.call_id, t.attempt),
         EventKind::ToolCompleted(t) => format!(
             "{}{}{}{}: {}",
             t.call_id,
             if t.is_error { " error" } else { "" },
-            t.exit_code.map(|c| format!(" exit {c}")).unwrap_or_default(),
+            t.exit_code
+                .map(|c| format!(" exit {c}"))
+                .unwrap_or_default(),
             if t.truncated { " (truncated)" } else { "" },
             one_line(&t.output, 100)
         ),
-        EventKind::SandboxProvisioned(s) => format!("{} {} workspace {}", s.backend, s.instance, s.workspace),
+        EventKind::SandboxProvisioned(s) => {
+            format!("{} {} workspace {}", s.backend, s.instance, s.workspace)
+        }
         EventKind::RunCompleted(c) => one_line(&c.output, 120),
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),
@@ -111,7 +136,8 @@ impl Observer for StderrObserver {
     fn text(&self, delta: &str) {
         eprint!("{delta}");
         let _ = std::io::stderr().flush();
-        self.mid_line.store(!delta.ends_with('\n'), Ordering::Relaxed);
+        self.mid_line
+            .store(!delta.ends_with('\n'), Ordering::Relaxed);
     }
 
     fn event(&self, event: &Event) {
@@ -122,24 +148,45 @@ impl Observer for StderrObserver {
                     for c in &m.message.tool_calls {
                         let shown = match c.arguments.get("command").and_then(|v| v.as_str()) {
                             Some(cmd) => format!("$ {}", one_line(cmd, 160)),
-                            None => c.arguments.get("path").and_then(|v| v.as_str()).unwrap_or("").to_owned(),
+                            None => c
+                                .arguments
+                                .get("path")
+                                .and_then(|v| v.as_str())
+                                .unwrap_or("")
+                                .to_owned(),
                         };
                         calls.insert(c.id.clone(), format!("{} {shown}", c.name));
                     }
                 }
             }
             EventKind::ToolStarted(t) => {
-                let what = self.calls.lock().ok().and_then(|c| c.get(&t.call_id).cloned()).unwrap_or_else(|| t.tool.clone());
-                let again = if t.attempt > 1 { " (re-run after interruption)" } else { "" };
+                let what = self
+                    .calls
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.get(&t.call_id).cloned())
+                    .unwrap_or_else(|| t.tool.clone());
+                let again = if t.attempt > 1 {
+                    " (re-run after interruption)"
+                } else {
+                    ""
+                };
                 eprintln!("» {what}{again}");
             }
             EventKind::ToolCompleted(t) => {
                 let mark = if t.is_error { "✗" } else { "✓" };
                 eprintln!("  {mark} {}", one_line(&t.output, 160));
             }
-            EventKind::SandboxProvisioned(s) => eprintln!("sandbox: {} workspace {}", s.backend, s.workspace),
+            EventKind::SandboxProvisioned(s) => {
+                eprintln!("sandbox: {} workspace {}", s.backend, s.workspace)
+            }
             EventKind::ApprovalDecided(d) if d.via != "terminal" => {
-                eprintln!("  {} by {} via {}", if d.approved { "approved" } else { "denied" }, d.by, d.via);
+                eprintln!(
+                    "  {} by {} via {}",
+                    if d.approved { "approved" } else { "denied" },
+                    d.by,
+                    d.via
+                );
             }
             _ => {}
         }
@@ -193,13 +240,27 @@ impl Approver for TerminalApprover {
             let answer = lines.recv().await?;
             match answer.trim().to_lowercase().as_str() {
                 "y" | "yes" => {
-                    return Some(Decision { approved: true, reason: None, by: self.by.clone(), via: "terminal".into() });
+                    return Some(Decision {
+                        approved: true,
+                        reason: None,
+                        by: self.by.clone(),
+                        via: "terminal".into(),
+                    });
                 }
                 "n" | "no" => {
                     eprint!("reason for the model (optional): ");
                     let _ = std::io::stderr().flush();
-                    let reason = lines.recv().await.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
-                    return Some(Decision { approved: false, reason, by: self.by.clone(), via: "terminal".into() });
+                    let reason = lines
+                        .recv()
+                        .await
+                        .map(|r| r.trim().to_owned())
+                        .filter(|r| !r.is_empty());
+                    return Some(Decision {
+                        approved: false,
+                        reason,
+                        by: self.by.clone(),
+                        via: "terminal".into(),
+                    });
                 }
                 _ => eprintln!("please answer y or n"),
             }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use toren_config::{SandboxChoice, Settings};
 use toren_model::{ModelProvider, ProviderSettings};
 use toren_protocol::{AgentSpec, ResolvedPolicy, RunId};
-use toren_sandbox::{LocalBackend, Sandbox};
+use toren_sandbox::{LocalBackend, LocalSettings, Sandbox};
 use toren_store::{EventLog, SqliteStore};
 use toren_worker::SandboxBackend;
 
@@ -27,20 +27,28 @@ pub(crate) fn env_lookup(name: &str) -> Option<String> {
 
 /// Opens the event log named by `TOREN_DATABASE_URL`.
 pub(crate) async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Failure> {
-    let store = SqliteStore::open(&settings.database_url)
+    let store = SqliteStore::open(settings.database_url.expose())
         .await
-        .map_err(|e| Failure::usage(anyhow!(e).context(format!("cannot open the event log at {}", settings.database_url))))?;
+        .map_err(|e| {
+            Failure::usage(anyhow!(e).context("cannot open the event log (TOREN_DATABASE_URL)"))
+        })?;
     Ok(Arc::new(store))
 }
 
 /// The sandbox backend `TOREN_SANDBOX` picked, checked once: a backend that cannot work
 /// here fails now, naming the fix.
-pub(crate) fn sandbox_backend(settings: &Settings) -> Result<Option<Arc<dyn SandboxBackend>>, Failure> {
+pub(crate) fn sandbox_backend(
+    settings: &Settings,
+) -> Result<Option<Arc<dyn SandboxBackend>>, Failure> {
     match settings.sandbox {
         SandboxChoice::None => Ok(None),
         SandboxChoice::Local => {
-            LocalBackend::check().map_err(Failure::usage)?;
-            Ok(Some(Arc::new(Local(LocalBackend::new(settings.sandbox_root.clone())))))
+            let backend = LocalBackend::new(LocalSettings {
+                sandbox_root: settings.sandbox_root.clone(),
+                bwrap: None,
+            });
+            backend.check().map_err(Failure::usage)?;
+            Ok(Some(Arc::new(Local(backend))))
         }
     }
 }
@@ -73,18 +81,30 @@ pub(crate) fn resolve_policy(
 }
 
 /// The model provider for `agent`; a missing key is a usage error naming the variable.
-pub(crate) fn model(agent: &AgentSpec, settings: &Settings) -> Result<Arc<dyn ModelProvider>, Failure> {
+pub(crate) fn model(
+    agent: &AgentSpec,
+    settings: &Settings,
+) -> Result<Arc<dyn ModelProvider>, Failure> {
     let provider_settings = ProviderSettings {
-        anthropic_api_key: settings.anthropic_api_key.as_ref().map(|k| k.expose().to_owned()),
+        anthropic_api_key: settings
+            .anthropic_api_key
+            .as_ref()
+            .map(|k| k.expose().to_owned()),
         anthropic_base_url: settings.anthropic_base_url.clone(),
-        openai_api_key: settings.openai_api_key.as_ref().map(|k| k.expose().to_owned()),
+        openai_api_key: settings
+            .openai_api_key
+            .as_ref()
+            .map(|k| k.expose().to_owned()),
         openai_base_url: settings.openai_base_url.clone(),
         ollama_host: settings.ollama_host.clone(),
     };
-    let agent_dir = agent.source.as_deref().map(Path::new).and_then(Path::parent);
-    toren_model::build_provider(&agent.model, agent_dir, &provider_settings).map_err(|e| {
-        Failure::usage(anyhow!(e).context(format!("agent `{}`", agent.name)))
-    })
+    let agent_dir = agent
+        .source
+        .as_deref()
+        .map(Path::new)
+        .and_then(Path::parent);
+    toren_model::build_provider(&agent.model, agent_dir, &provider_settings)
+        .map_err(|e| Failure::usage(anyhow!(e).context(format!("agent `{}`", agent.name))))
 }
 
 /// The local (bubblewrap) backend behind the worker's backend seam.

@@ -9,7 +9,11 @@ use crate::commands::parse_run_id;
 use crate::exit::Failure;
 use crate::wiring;
 
-pub(crate) async fn decide(target: &DecideArgs, approved: bool, reason: Option<String>) -> Result<u8, Failure> {
+pub(crate) async fn decide(
+    target: &DecideArgs,
+    approved: bool,
+    reason: Option<String>,
+) -> Result<u8, Failure> {
     let run_id = parse_run_id(&target.run)?;
     let settings = wiring::settings()?;
     let store = wiring::store(&settings).await?;

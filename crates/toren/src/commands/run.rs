@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 use toren_protocol::{RunCreated, RunId, RunStatus};
-use toren_tools::Toolkit;
+use toren_tools::{ToolSettings, Toolkit};
 use toren_worker::{Approver, Outcome, RunDriver, WorkerConfig};
 
 use crate::cli::RunArgs;
@@ -18,8 +18,8 @@ use crate::wiring;
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     // Everything that can be wrong with the configuration fails here, before a run exists.
     let settings = wiring::settings()?;
-    let path = toren_config::resolve_agent(&args.agent, &settings.agents_dir).map_err(Failure::usage)?;
-    let agent = toren_config::load_agent(&path).map_err(Failure::usage)?;
+    let agent =
+        toren_config::find_agent(&args.agent, &settings.agents_dir).map_err(Failure::usage)?;
     let policy = wiring::resolve_policy(&agent, &settings)?;
     let backend = match policy {
         Some(_) => wiring::sandbox_backend(&settings)?,
@@ -50,7 +50,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         store,
         model,
         sandbox: backend,
-        toolkit: Toolkit::new(Default::default()),
+        toolkit: Toolkit::new(ToolSettings::default()),
         env: Arc::new(wiring::env_lookup),
         observer: observer.clone(),
         approver,
@@ -69,11 +69,18 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
 }
 
 /// Prints the outcome (stdout: the answer or the JSON object) and picks the exit status.
-#[expect(clippy::print_stdout, reason = "the run's answer is the command's data")]
+#[expect(
+    clippy::print_stdout,
+    reason = "the run's answer is the command's data"
+)]
 fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
     let (status, output, code) = match outcome {
         Outcome::Ended { status, output } => {
-            let code = if status == RunStatus::Completed { 0 } else { FAILED };
+            let code = if status == RunStatus::Completed {
+                0
+            } else {
+                FAILED
+            };
             (status.to_string(), output, code)
         }
         Outcome::Interrupted => {

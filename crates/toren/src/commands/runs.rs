@@ -37,7 +37,10 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
         }
         return Ok(0);
     }
-    println!("{:<32}  {:<18}  {:<20}  {:>6}  AGENT", "RUN", "STATUS", "CREATED", "EVENTS");
+    println!(
+        "{:<32}  {:<18}  {:<20}  {:>6}  AGENT",
+        "RUN", "STATUS", "CREATED", "EVENTS"
+    );
     for run in &runs {
         println!(
             "{:<32}  {:<18}  {:<20}  {:>6}  {}",
@@ -59,7 +62,9 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     let events = store.read(&run_id, 0).await.map_err(Failure::failed)?;
     let state = RunState::from_events(&events).map_err(|e| Failure::failed(anyhow!(e)))?;
     let pending = match state.next_action() {
-        Action::AwaitApproval { call, command } => Some(json!({"call_id": call.id, "tool": call.name, "command": command})),
+        Action::AwaitApproval { call, command } => {
+            Some(json!({"call_id": call.id, "tool": call.name, "command": command}))
+        }
         _ => None,
     };
     let mut object = summary_json(&summary);
@@ -95,8 +100,15 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         println!("workspace  {}", sandbox.workspace);
     }
     if let Some(p) = &pending {
-        println!("waiting    approval of call {} : $ {}", p["call_id"].as_str().unwrap_or_default(), p["command"].as_str().unwrap_or_default());
-        println!("           toren approve {run_id} {0} | toren deny {run_id} {0} --reason TEXT", p["call_id"].as_str().unwrap_or_default());
+        println!(
+            "waiting    approval of call {} : $ {}",
+            p["call_id"].as_str().unwrap_or_default(),
+            p["command"].as_str().unwrap_or_default()
+        );
+        println!(
+            "           toren approve {run_id} {0} | toren deny {run_id} {0} --reason TEXT",
+            p["call_id"].as_str().unwrap_or_default()
+        );
     }
     if let Some(output) = &state.output {
         println!("output\n{output}");

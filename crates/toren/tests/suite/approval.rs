@@ -18,25 +18,36 @@ turns:
 "#;
 
 fn position(events: &[Value], kind: &str, call: &str) -> Option<usize> {
-    events.iter().position(|e| e["type"] == kind && e["call_id"] == call)
+    events
+        .iter()
+        .position(|e| e["type"] == kind && e["call_id"] == call)
 }
 
 #[test]
 fn bash_waits_for_decisions_from_another_terminal() {
     let toren = Toren::new();
     toren.file("s.yaml", SCRIPT);
-    toren.agent("careful", "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n");
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n",
+    );
     let child = toren.spawn(&["run", "careful", "--input", "go"]);
 
     let run = toren.wait_for_status("awaiting_approval");
     let ws = toren.workspace(&run);
     // Give a wrongly eager runtime the chance to run the command anyway.
     std::thread::sleep(Duration::from_millis(500));
-    assert!(!ws.join("approved.txt").exists(), "nothing ran before the decision");
+    assert!(
+        !ws.join("approved.txt").exists(),
+        "nothing ran before the decision"
+    );
     let events = toren.events(&run);
     assert_eq!(position(&events, "tool_started", "call_1"), None);
     assert_eq!(toren.show(&run)["pending_approval"]["call_id"], "call_1");
-    assert_eq!(toren.show(&run)["pending_approval"]["command"], "touch approved.txt");
+    assert_eq!(
+        toren.show(&run)["pending_approval"]["command"],
+        "touch approved.txt"
+    );
 
     // A decision for a call that is not pending is refused.
     let early = toren.run(&["approve", &run, "call_2"]);
@@ -47,12 +58,19 @@ fn bash_waits_for_decisions_from_another_terminal() {
     // A second decision for the same call is refused, and not recorded.
     let again = toren.run(&["deny", &run, "call_1", "--reason", "changed my mind"]);
     assert_ne!(again.status.code(), Some(0));
-    assert!(text(&again.stderr).contains("already"), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stderr).contains("already"),
+        "{}",
+        text(&again.stderr)
+    );
 
     // The run goes on to the next bash call and waits again.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while position(&toren.events(&run), "approval_requested", "call_2").is_none() {
-        assert!(std::time::Instant::now() < deadline, "second approval never requested");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "second approval never requested"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(ws.join("approved.txt").exists());
@@ -63,30 +81,119 @@ fn bash_waits_for_decisions_from_another_terminal() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(text(&out.stdout), "finished\n");
-    assert!(stderr.contains(&format!("toren approve {run} call_1")), "says how to answer: {stderr}");
-    assert!(!ws.join("denied.txt").exists(), "a denied command never runs");
+    assert!(
+        stderr.contains(&format!("toren approve {run} call_1")),
+        "says how to answer: {stderr}"
+    );
+    assert!(
+        !ws.join("denied.txt").exists(),
+        "a denied command never runs"
+    );
     assert!(ws.join("free.txt").exists());
 
     let events = toren.events(&run);
     let decided = position(&events, "approval_decided", "call_1").unwrap();
     let started = position(&events, "tool_started", "call_1").unwrap();
     assert!(decided < started, "approval_decided precedes tool_started");
-    assert_eq!(events.iter().filter(|e| e["type"] == "approval_decided").count(), 2);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "approval_decided")
+            .count(),
+        2
+    );
     assert_eq!(position(&events, "tool_started", "call_2"), None);
     let denial = &events[position(&events, "tool_completed", "call_2").unwrap()];
     assert_eq!(denial["is_error"], true);
-    assert!(denial["output"].as_str().unwrap().contains("no stray files please"), "{denial}");
-    assert_eq!(position(&events, "approval_requested", "call_3"), None, "file tools never ask");
+    assert!(
+        denial["output"]
+            .as_str()
+            .unwrap()
+            .contains("no stray files please"),
+        "{denial}"
+    );
+    assert_eq!(
+        position(&events, "approval_requested", "call_3"),
+        None,
+        "file tools never ask"
+    );
 }
 
 #[test]
 fn approval_never_runs_bash_directly() {
     let toren = Toren::new();
     toren.file("s.yaml", SCRIPT);
-    toren.agent("free", "name: free\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n");
+    toren.agent(
+        "free",
+        "name: free\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
     let out = toren.run(&["run", "free", "--input", "go"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let run = toren.newest_run().unwrap();
     assert!(toren.workspace(&run).join("denied.txt").exists());
-    assert!(!toren.event_types(&run).iter().any(|t| t.starts_with("approval")));
+    assert!(
+        !toren
+            .event_types(&run)
+            .iter()
+            .any(|t| t.starts_with("approval"))
+    );
+}
+
+#[test]
+fn on_a_terminal_toren_run_asks() {
+    // `script` (util-linux) gives `toren run` a pseudo-terminal for stdin and stderr.
+    let toren = Toren::new();
+    toren.file("s.yaml", SCRIPT);
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n",
+    );
+    let command = format!("{} run careful --input go", env!("CARGO_BIN_EXE_toren"));
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env_clear()
+        .envs(toren.vars().iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .expect("util-linux `script` is needed for this test");
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(b"y\nn\nnot that one\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(
+        shown.contains("$ touch approved.txt") && shown.contains("approve? [y]es / [n]o"),
+        "{shown}"
+    );
+    let run = toren.newest_run().unwrap();
+    let ws = toren.workspace(&run);
+    assert!(ws.join("approved.txt").exists());
+    assert!(!ws.join("denied.txt").exists());
+    let events = toren.events(&run);
+    let decisions: Vec<(&str, bool, &str)> = events
+        .iter()
+        .filter(|e| e["type"] == "approval_decided")
+        .map(|e| {
+            (
+                e["call_id"].as_str().unwrap(),
+                e["approved"].as_bool().unwrap(),
+                e["via"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        vec![("call_1", true, "terminal"), ("call_2", false, "terminal")]
+    );
+    let denial = &events[position(&events, "tool_completed", "call_2").unwrap()];
+    assert!(
+        denial["output"].as_str().unwrap().contains("not that one"),
+        "{denial}"
+    );
 }

@@ -9,55 +9,66 @@ use tempfile::TempDir;
 
 /// A temporary `TOREN_HOME` with an agents directory; every command runs with a cleared
 /// environment plus exactly the variables set here.
-pub struct Toren {
-    pub dir: TempDir,
+pub(crate) struct Toren {
+    pub(crate) dir: TempDir,
     env: Vec<(String, String)>,
 }
 
 impl Toren {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("agents")).unwrap();
         let home = dir.path().join("home");
         let env = vec![
             ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
             ("HOME".to_owned(), home.display().to_string()),
-            ("TOREN_HOME".to_owned(), dir.path().join("toren").display().to_string()),
-            ("TOREN_AGENTS".to_owned(), dir.path().join("agents").display().to_string()),
+            (
+                "TOREN_HOME".to_owned(),
+                dir.path().join("toren").display().to_string(),
+            ),
+            (
+                "TOREN_AGENTS".to_owned(),
+                dir.path().join("agents").display().to_string(),
+            ),
             ("TOREN_SANDBOX".to_owned(), "local".to_owned()),
         ];
         Self { dir, env }
     }
 
-    pub fn env(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn env(mut self, name: &str, value: &str) -> Self {
         self.env.retain(|(n, _)| n != name);
         self.env.push((name.to_owned(), value.to_owned()));
         self
     }
 
-    pub fn agents(&self) -> PathBuf {
+    /// The environment every command runs with.
+    pub(crate) fn vars(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    pub(crate) fn agents(&self) -> PathBuf {
         self.dir.path().join("agents")
     }
 
-    pub fn sandbox_root(&self) -> PathBuf {
+    pub(crate) fn sandbox_root(&self) -> PathBuf {
         self.dir.path().join("toren").join("sandboxes")
     }
 
     /// Writes `agents/<name>.yaml` and returns its path.
-    pub fn agent(&self, name: &str, yaml: &str) -> PathBuf {
+    pub(crate) fn agent(&self, name: &str, yaml: &str) -> PathBuf {
         let path = self.agents().join(format!("{name}.yaml"));
         std::fs::write(&path, yaml).unwrap();
         path
     }
 
     /// Writes a file beside the agents (e.g. a script for the scripted model).
-    pub fn file(&self, name: &str, content: &str) -> PathBuf {
+    pub(crate) fn file(&self, name: &str, content: &str) -> PathBuf {
         let path = self.agents().join(name);
         std::fs::write(&path, content).unwrap();
         path
     }
 
-    pub fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_toren"));
         cmd.args(args).env_clear().stdin(Stdio::null());
         for (name, value) in &self.env {
@@ -66,11 +77,11 @@ impl Toren {
         cmd
     }
 
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().unwrap()
     }
 
-    pub fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         self.command(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -79,7 +90,7 @@ impl Toren {
     }
 
     /// `toren events RUN --json`, parsed.
-    pub fn events(&self, run: &str) -> Vec<Value> {
+    pub(crate) fn events(&self, run: &str) -> Vec<Value> {
         let out = self.run(&["events", run, "--json"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout)
@@ -89,7 +100,7 @@ impl Toren {
     }
 
     /// The `type` of every event of the run, in order.
-    pub fn event_types(&self, run: &str) -> Vec<String> {
+    pub(crate) fn event_types(&self, run: &str) -> Vec<String> {
         self.events(run)
             .iter()
             .map(|e| e["type"].as_str().unwrap().to_owned())
@@ -97,21 +108,21 @@ impl Toren {
     }
 
     /// `toren runs show RUN --json`, parsed.
-    pub fn show(&self, run: &str) -> Value {
+    pub(crate) fn show(&self, run: &str) -> Value {
         let out = self.run(&["runs", "show", run, "--json"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
     /// The id of the newest run.
-    pub fn newest_run(&self) -> Option<String> {
+    pub(crate) fn newest_run(&self) -> Option<String> {
         let out = self.run(&["runs", "list", "--json"]);
         let runs: Value = serde_json::from_slice(&out.stdout).ok()?;
         runs.get(0)?["id"].as_str().map(str::to_owned)
     }
 
     /// Waits until the newest run has `status`, returning its id.
-    pub fn wait_for_status(&self, status: &str) -> String {
+    pub(crate) fn wait_for_status(&self, status: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(run) = self.newest_run() {
@@ -124,15 +135,15 @@ impl Toren {
         }
     }
 
-    pub fn workspace(&self, run: &str) -> PathBuf {
+    pub(crate) fn workspace(&self, run: &str) -> PathBuf {
         self.sandbox_root().join(run)
     }
 }
 
-pub fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-pub fn read(path: &Path) -> String {
+pub(crate) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::common::{Toren, read, text};
 
-pub const WORK_SCRIPT: &str = r#"
+pub(crate) const WORK_SCRIPT: &str = r#"
 turns:
   - text: "Setting up."
     tool_calls:
@@ -20,7 +20,8 @@ turns:
   - text: "All done."
 "#;
 
-pub const WORK_AGENT: &str = "name: worker\nmodel: scripted/work.yaml\nsandbox:\n  approval: never\n";
+pub(crate) const WORK_AGENT: &str =
+    "name: worker\nmodel: scripted/work.yaml\nsandbox:\n  approval: never\n";
 
 fn tool_outputs(events: &[Value]) -> Vec<(String, Value, Value)> {
     events
@@ -47,7 +48,10 @@ fn a_scripted_agent_works_in_its_workspace_and_the_log_shows_it() {
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert_eq!(text(&out.stdout), "All done.\n");
     let run = toren.newest_run().unwrap();
-    assert!(stderr.contains(&run), "the run id is announced on stderr: {stderr}");
+    assert!(
+        stderr.contains(&run),
+        "the run id is announced on stderr: {stderr}"
+    );
 
     // The workspace holds exactly what the agent made.
     let ws = toren.workspace(&run);
@@ -97,9 +101,18 @@ fn a_scripted_agent_works_in_its_workspace_and_the_log_shows_it() {
             ("call_5".into(), json!(true), json!(3)),
         ]
     );
-    let read_result = events.iter().find(|e| e["type"] == "tool_completed" && e["call_id"] == "call_4").unwrap();
-    assert!(read_result["output"].as_str().unwrap().contains("TWO"), "{read_result}");
-    let last_bash = events.iter().find(|e| e["type"] == "tool_completed" && e["call_id"] == "call_5").unwrap();
+    let read_result = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed" && e["call_id"] == "call_4")
+        .unwrap();
+    assert!(
+        read_result["output"].as_str().unwrap().contains("TWO"),
+        "{read_result}"
+    );
+    let last_bash = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed" && e["call_id"] == "call_5")
+        .unwrap();
     let output = last_bash["output"].as_str().unwrap();
     assert!(output.contains("one\nTWO\nthree\nbuilt"), "{output}");
     assert!(output.contains('3'), "the exit code is reported: {output}");
@@ -118,7 +131,8 @@ fn a_scripted_agent_works_in_its_workspace_and_the_log_shows_it() {
     let shown = toren.show(&run);
     assert_eq!(shown["status"], "completed");
     assert_eq!(shown["output"], "All done.");
-    let list: Value = serde_json::from_slice(&toren.run(&["runs", "list", "--json"]).stdout).unwrap();
+    let list: Value =
+        serde_json::from_slice(&toren.run(&["runs", "list", "--json"]).stdout).unwrap();
     assert_eq!(list[0]["id"], run.as_str());
     assert_eq!(list[0]["agent"], "worker");
     assert_eq!(list[0]["status"], "completed");
@@ -137,7 +151,8 @@ fn json_output_and_runs_newest_first() {
     assert_eq!(a["output"], "first answer");
     let b = toren.run(&["run", "plain", "--input", "two", "--json"]);
     let b: Value = serde_json::from_slice(&b.stdout).unwrap();
-    let list: Value = serde_json::from_slice(&toren.run(&["runs", "list", "--json"]).stdout).unwrap();
+    let list: Value =
+        serde_json::from_slice(&toren.run(&["runs", "list", "--json"]).stdout).unwrap();
     let ids: Vec<&Value> = list.as_array().unwrap().iter().map(|r| &r["id"]).collect();
     assert_eq!(ids, vec![&b["run_id"], &a["run_id"]]);
 }
@@ -149,10 +164,16 @@ fn max_turns_fails_the_run_with_exit_1() {
         "loop.yaml",
         "turns:\n  - tool_calls: [{read_file: {path: a}}]\n  - tool_calls: [{read_file: {path: a}}]\n  - text: never reached\n",
     );
-    toren.agent("looper", "name: looper\nmodel: scripted/loop.yaml\nsandbox: true\nmax_turns: 2\n");
+    toren.agent(
+        "looper",
+        "name: looper\nmodel: scripted/loop.yaml\nsandbox: true\nmax_turns: 2\n",
+    );
     let out = toren.run(&["run", "looper", "--input", "x", "--json"]);
     assert_eq!(out.status.code(), Some(1));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["status"], "failed");
-    assert!(result["output"].as_str().unwrap().contains("max_turns (2)"), "{result}");
+    assert!(
+        result["output"].as_str().unwrap().contains("max_turns (2)"),
+        "{result}"
+    );
 }
