@@ -30,7 +30,8 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            return Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")).report();
+            return Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}"))
+                .report();
         }
     };
     let result = runtime.block_on(dispatch(cli.command));
