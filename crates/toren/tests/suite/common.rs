@@ -125,10 +125,10 @@ impl Toren {
     pub(crate) fn wait_for_status(&self, status: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(run) = self.newest_run() {
-                if self.show(&run)["status"] == status {
-                    return run;
-                }
+            if let Some(run) = self.newest_run()
+                && self.show(&run)["status"] == status
+            {
+                return run;
             }
             assert!(Instant::now() < deadline, "no run reached status {status}");
             std::thread::sleep(Duration::from_millis(50));
