@@ -91,6 +91,13 @@ pub enum Error {
         source: sqlx::Error,
     },
 
+    #[error("cannot lock the database {} to update its schema: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
     #[error(
         "cannot bring the database schema of {} up to date: {source}; if a newer Toren \
          used this database, use that version",
@@ -125,6 +132,7 @@ impl Error {
             | Self::UnsupportedUrl { .. }
             | Self::CreateDir { .. }
             | Self::Open { .. }
+            | Self::Lock { .. }
             | Self::Migrate { .. } => false,
         }
     }

@@ -79,7 +79,13 @@ impl SqliteStore {
                 path: path.clone(),
                 source,
             })?;
-        MIGRATOR.run(&pool).await.map_err(|source| Error::Migrate {
+        // Two processes opening a new database at once would both try to apply the first
+        // migration; an exclusive advisory lock on the file (flock, which SQLite's own POSIX
+        // locks do not see) lets one apply it and the other find it applied.
+        let lock = lock_file(&path).await?;
+        let migrated = MIGRATOR.run(&pool).await;
+        drop(lock);
+        migrated.map_err(|source| Error::Migrate {
             path: path.clone(),
             source,
         })?;
@@ -397,4 +403,21 @@ mod tests {
             );
         }
     }
+}
+
+/// Holds an exclusive `flock` on the database file until dropped.
+async fn lock_file(path: &Path) -> Result<std::fs::File> {
+    let owned = path.to_owned();
+    let locked = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new().read(true).open(&owned)?;
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|r| r);
+    locked.map_err(|source| Error::Lock {
+        path: path.to_owned(),
+        source,
+    })
 }

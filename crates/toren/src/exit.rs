@@ -41,11 +41,29 @@ impl Failure {
             .error
             .downcast_ref::<toren_config::Error>()
             .is_some_and(|e| e.diagnostic().is_some());
+        let message = chain_message(&self.error);
         if diagnostic {
-            eprintln!("{:#}", self.error);
+            eprintln!("{message}");
         } else {
-            eprintln!("error: {:#}", self.error);
+            eprintln!("error: {message}");
         }
         ExitCode::from(self.code)
     }
+}
+
+/// The error and its causes joined by `: `, skipping a cause whose text the message
+/// already holds (many errors embed their source in their own message).
+fn chain_message(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }

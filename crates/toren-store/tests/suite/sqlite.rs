@@ -223,3 +223,22 @@ async fn an_unwritable_location_is_reported_with_its_path() {
         "got {err:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_openers_of_a_new_file_all_succeed() {
+    // Two `toren` processes starting at once on a fresh home raced on the first migration
+    // ("table runs already exists") before opening took a lock around migrating.
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url_in(&dir);
+        let opens: Vec<_> = (0..8)
+            .map(|_| {
+                let url = url.clone();
+                tokio::spawn(async move { SqliteStore::open(&url).await.map(|_| ()) })
+            })
+            .collect();
+        for open in opens {
+            open.await.unwrap().unwrap();
+        }
+    }
+}

@@ -31,9 +31,9 @@ fn bash_waits_for_decisions_from_another_terminal() {
         "careful",
         "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n",
     );
-    let child = toren.spawn(&["run", "careful", "--input", "go"]);
+    let mut child = toren.spawn(&["run", "careful", "--input", "go"]);
 
-    let run = toren.wait_for_status("awaiting_approval");
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
     let ws = toren.workspace(&run);
     // Give a wrongly eager runtime the chance to run the command anyway.
     std::thread::sleep(Duration::from_millis(500));
@@ -196,4 +196,28 @@ fn on_a_terminal_toren_run_asks() {
         denial["output"].as_str().unwrap().contains("not that one"),
         "{denial}"
     );
+}
+
+#[test]
+fn ctrl_c_while_waiting_exits_130_and_keeps_the_run() {
+    let toren = Toren::new();
+    toren.file("s.yaml", SCRIPT);
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n",
+    );
+    let mut child = toren.spawn(&["run", "careful", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    assert!(text(&out.stderr).contains(&run), "{}", text(&out.stderr));
+    // The run is left exactly where it was: still waiting, nothing ran.
+    assert_eq!(toren.show(&run)["status"], "awaiting_approval");
+    assert!(!toren.workspace(&run).join("approved.txt").exists());
 }

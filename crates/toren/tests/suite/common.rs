@@ -121,14 +121,20 @@ impl Toren {
         runs.get(0)?["id"].as_str().map(str::to_owned)
     }
 
-    /// Waits until the newest run has `status`, returning its id.
-    pub(crate) fn wait_for_status(&self, status: &str) -> String {
+    /// Waits until the newest run has `status`, returning its id. `child` is the `toren run`
+    /// expected to get there; if it exits first, its output explains why.
+    pub(crate) fn wait_for_status(&self, child: &mut Child, status: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(run) = self.newest_run()
                 && self.show(&run)["status"] == status
             {
                 return run;
+            }
+            if let Some(exit) = child.try_wait().unwrap() {
+                let mut stderr = String::new();
+                std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+                panic!("toren run exited ({exit}) before reaching {status}: {stderr}");
             }
             assert!(Instant::now() < deadline, "no run reached status {status}");
             std::thread::sleep(Duration::from_millis(50));

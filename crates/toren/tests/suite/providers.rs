@@ -209,8 +209,8 @@ fn a_denial_reaches_the_model() {
         "claude",
         "name: claude\nmodel: anthropic/claude-sonnet-5\nsandbox: true\n",
     );
-    let child = toren.spawn(&["run", "claude", "--input", "clean up"]);
-    let run = toren.wait_for_status("awaiting_approval");
+    let mut child = toren.spawn(&["run", "claude", "--input", "clean up"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
     let denied = toren.run(&[
         "deny",
         &run,
