@@ -371,6 +371,23 @@ impl<'a> Batch<'a> {
     }
 }
 
+/// Holds an exclusive `flock` on the database file until dropped.
+async fn lock_file(path: &Path) -> Result<std::fs::File> {
+    let owned = path.to_owned();
+    let locked = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new().read(true).open(&owned)?;
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|r| r);
+    locked.map_err(|source| Error::Lock {
+        path: path.to_owned(),
+        source,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,21 +420,4 @@ mod tests {
             );
         }
     }
-}
-
-/// Holds an exclusive `flock` on the database file until dropped.
-async fn lock_file(path: &Path) -> Result<std::fs::File> {
-    let owned = path.to_owned();
-    let locked = tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new().read(true).open(&owned)?;
-        file.lock()?;
-        Ok::<_, std::io::Error>(file)
-    })
-    .await
-    .map_err(std::io::Error::other)
-    .and_then(|r| r);
-    locked.map_err(|source| Error::Lock {
-        path: path.to_owned(),
-        source,
-    })
 }
