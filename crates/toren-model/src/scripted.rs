@@ -8,6 +8,7 @@
 //!     tool_calls:                  # each item is {tool_name: arguments}
 //!       - bash: {command: "ls -la"}
 //!   - text: "Done."
+//!     delay_ms: 200                # optional: answer after this long, like a real model
 //! ```
 //!
 //! Which turn answers a request is derived from the request itself — the number of
@@ -37,6 +38,8 @@ pub const SCRIPTED_MODEL: &str = "scripted";
 #[derive(Clone, Debug, PartialEq)]
 pub struct Script {
     turns: Vec<AssistantMessage>,
+    /// Per turn, how long to wait before answering (simulated model latency).
+    delays: Vec<std::time::Duration>,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +55,8 @@ struct TurnFile {
     text: Option<String>,
     #[serde(default)]
     tool_calls: Vec<CallFile>,
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 /// `{tool_name: arguments}`: a map with exactly one entry.
@@ -125,6 +130,11 @@ impl Script {
             }
         })?;
         let mut next_id = 0;
+        let delays = file
+            .turns
+            .iter()
+            .map(|turn| std::time::Duration::from_millis(turn.delay_ms))
+            .collect();
         let turns = file
             .turns
             .into_iter()
@@ -144,12 +154,17 @@ impl Script {
                     .collect(),
             })
             .collect();
-        Ok(Script { turns })
+        Ok(Script { turns, delays })
     }
 
     /// The turns in order, with their tool call ids assigned.
     pub fn turns(&self) -> &[AssistantMessage] {
         &self.turns
+    }
+
+    /// How long the turn that answers `answered` assistant messages takes.
+    pub fn delay(&self, answered: usize) -> std::time::Duration {
+        self.delays.get(answered).copied().unwrap_or_default()
     }
 
     /// The turn that answers a conversation with `answered` assistant messages in it.
@@ -200,6 +215,7 @@ impl ModelProvider for ScriptedProvider {
             .filter(|m| matches!(m, Message::Assistant(_)))
             .count();
         let message = self.script.turn(answered);
+        tokio::time::sleep(self.script.delay(answered)).await;
         if !message.text.is_empty() {
             on_text(&message.text);
         }

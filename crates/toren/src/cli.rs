@@ -27,6 +27,13 @@ pub(crate) enum Command {
     /// streamed text go to stderr; the final answer goes to stdout. Exit status: 0 completed,
     /// 1 failed, 2 configuration or usage error, 130 interrupted.
     Run(RunArgs),
+    /// Continue a run whose process died or was stopped, from its event log.
+    ///
+    /// Model answers and completed tool calls in the log are replayed, not repeated; a tool
+    /// call that was started and never completed runs again (the model is told); a pending
+    /// approval stays pending. The run keeps the agent spec and sandbox policy it was created
+    /// with. Output and exit status are those of `toren run`.
+    Resume(ResumeArgs),
     /// List and inspect runs.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -48,6 +55,15 @@ pub(crate) struct RunArgs {
     /// The task for the agent.
     #[arg(long, short)]
     pub(crate) input: String,
+    /// Print one JSON object {run_id, status, output} on stdout instead of the answer.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    /// The run id (see `toren runs list`).
+    pub(crate) run: String,
     /// Print one JSON object {run_id, status, output} on stdout instead of the answer.
     #[arg(long)]
     pub(crate) json: bool,

@@ -46,6 +46,7 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> Result<u8, Failure> {
     match command {
         Command::Run(args) => commands::run::run(args).await,
+        Command::Resume(args) => commands::resume::resume(args).await,
         Command::Runs(RunsCommand::List { json, limit }) => commands::runs::list(json, limit).await,
         Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(&run, json).await,
         Command::Events(args) => commands::events::events(&args.run, args.json).await,

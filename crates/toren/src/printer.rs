@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
+use toren_agent::{Action, RunState};
 use toren_protocol::{AgentSpec, Event, EventKind, RunId};
 use toren_worker::{Approver, Decision, Observer};
 
@@ -22,8 +23,57 @@ pub(crate) fn announce_run(run_id: &RunId, agent: &AgentSpec) {
 
 pub(crate) fn interrupted(run_id: &RunId) {
     eprintln!(
-        "\ninterrupted: run {run_id} was stopped where it was; its log is kept (`toren events {run_id}`)"
+        "\ninterrupted: run {run_id} stopped where it was and can be resumed:\n  toren resume {run_id}"
     );
+}
+
+pub(crate) fn forced_exit() {
+    eprintln!("\nstopped at once; the run can still be resumed with `toren resume`");
+}
+
+pub(crate) fn already_ended(state: &RunState) {
+    eprintln!(
+        "run {} has already {}; there is nothing to resume",
+        state.run_id, state.status
+    );
+    if let Some(error) = &state.error {
+        eprintln!("it failed: {error}");
+    }
+}
+
+/// Tells what a resumed run replays from its log and what it will do again.
+pub(crate) fn resuming(state: &RunState, events: &[Event]) {
+    let completed = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ToolCompleted(_)))
+        .count();
+    eprintln!(
+        "resuming run {} (agent {}, model {}; spec and policy as pinned at creation)",
+        state.run_id, state.agent.name, state.agent.model
+    );
+    eprintln!(
+        "  replayed from the log: {} event(s), {} model answer(s), {completed} completed tool call(s); none is repeated",
+        events.len(),
+        state.turns
+    );
+    match state.next_action() {
+        Action::RunTool { call, attempt } if attempt > 1 => eprintln!(
+            "  re-running {} call {} (started but never completed; attempt {attempt}): its side effects may happen twice",
+            call.name, call.id
+        ),
+        Action::AwaitApproval { call, .. } => {
+            eprintln!("  call {} still waits for approval", call.id);
+        }
+        Action::RecordDenial { call, .. } => {
+            eprintln!("  call {} was denied; telling the model", call.id);
+        }
+        Action::RunTool { call, .. } => eprintln!("  next: {} call {}", call.name, call.id),
+        Action::RequestApproval { call, .. } => {
+            eprintln!("  next: approval of {} call {}", call.name, call.id);
+        }
+        Action::CallModel => eprintln!("  next: a model call"),
+        Action::Complete { .. } | Action::Fail { .. } | Action::Finished { .. } => {}
+    }
 }
 
 pub(crate) fn failed(run_id: &RunId, error: &str) {

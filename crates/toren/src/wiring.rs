@@ -35,21 +35,26 @@ pub(crate) async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Fail
     Ok(Arc::new(store))
 }
 
-/// The sandbox backend `TOREN_SANDBOX` picked, checked once: a backend that cannot work
-/// here fails now, naming the fix.
+/// The sandbox backend a run's pinned policy names, checked once: a backend that cannot
+/// work here fails now, naming the fix. A resumed run gets the backend it was created
+/// with, whatever `TOREN_SANDBOX` says today (I-4).
 pub(crate) fn sandbox_backend(
+    policy: &ResolvedPolicy,
     settings: &Settings,
-) -> Result<Option<Arc<dyn SandboxBackend>>, Failure> {
-    match settings.sandbox {
-        SandboxChoice::None => Ok(None),
-        SandboxChoice::Local => {
+) -> Result<Arc<dyn SandboxBackend>, Failure> {
+    match policy.backend.as_str() {
+        LocalBackend::NAME => {
             let backend = LocalBackend::new(LocalSettings {
                 sandbox_root: settings.sandbox_root.clone(),
                 bwrap: None,
             });
             backend.check().map_err(Failure::usage)?;
-            Ok(Some(Arc::new(Local(backend))))
+            Ok(Arc::new(Local(backend)))
         }
+        other => Err(Failure::usage(anyhow!(
+            "this run's sandbox backend `{other}` is not available in this version of toren; \
+             use a toren that provides it"
+        ))),
     }
 }
 
@@ -63,7 +68,7 @@ pub(crate) fn resolve_policy(
         return Ok(None);
     };
     let backend = match settings.sandbox {
-        SandboxChoice::Local => "local",
+        SandboxChoice::Local => LocalBackend::NAME,
         SandboxChoice::None => {
             return Err(Failure::usage(anyhow!(
                 "agent `{}` has a sandbox, but sandboxes are disabled (TOREN_SANDBOX=none); set TOREN_SANDBOX=local to run it on this machine with bubblewrap",

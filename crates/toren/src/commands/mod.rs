@@ -3,6 +3,8 @@
 pub(crate) mod approve;
 pub(crate) mod check;
 pub(crate) mod events;
+pub(crate) mod host;
+pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
 

@@ -2,4 +2,5 @@ mod approval;
 mod common;
 mod config_errors;
 mod providers;
+mod resume;
 mod scripted;

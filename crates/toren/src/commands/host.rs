@@ -1,0 +1,142 @@
+//! Hosting a run in the foreground, shared by `toren run` and `toren resume`: build the
+//! worker from the run's pinned spec and policy, drive it with progress on stderr, stop
+//! cleanly on Ctrl-C or SIGTERM, and print the outcome.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use tokio_util::sync::CancellationToken;
+use toren_config::Settings;
+use toren_protocol::{AgentSpec, ResolvedPolicy, RunId, RunStatus};
+use toren_store::EventLog;
+use toren_tools::{ToolSettings, Toolkit};
+use toren_worker::{Approver, Outcome, RunDriver, WorkerConfig};
+
+use crate::exit::{FAILED, Failure, INTERRUPTED};
+use crate::printer::{self, StderrObserver, TerminalApprover};
+use crate::wiring;
+
+/// What a foreground run needs, built before anything is written so that configuration
+/// errors fail without touching the log.
+pub(crate) struct Host {
+    driver: RunDriver,
+    observer: Arc<StderrObserver>,
+}
+
+impl Host {
+    /// Builds the worker for a run pinned to `agent` and `policy`.
+    pub(crate) fn new(
+        agent: &AgentSpec,
+        policy: Option<&ResolvedPolicy>,
+        settings: &Settings,
+        store: Arc<dyn EventLog>,
+    ) -> Result<Self, Failure> {
+        let backend = match policy {
+            Some(policy) => Some(wiring::sandbox_backend(policy, settings)?),
+            None => None,
+        };
+        let model = wiring::model(agent, settings)?;
+        let observer = Arc::new(StderrObserver::new());
+        let approver: Option<Arc<dyn Approver>> = if std::io::stdin().is_terminal() {
+            Some(Arc::new(TerminalApprover::new()))
+        } else {
+            None
+        };
+        let driver = RunDriver::new(WorkerConfig {
+            store,
+            model,
+            sandbox: backend,
+            toolkit: Toolkit::new(ToolSettings::default()),
+            env: Arc::new(wiring::env_lookup),
+            observer: observer.clone(),
+            approver,
+            max_tokens: 8192,
+            approval_poll: Duration::from_millis(200),
+        });
+        Ok(Self { driver, observer })
+    }
+
+    /// Drives the run until it ends or a signal stops it, then reports and picks the exit
+    /// status.
+    pub(crate) async fn drive(self, run_id: &RunId, json: bool) -> Result<u8, Failure> {
+        let cancel = CancellationToken::new();
+        // Registered before driving starts, so no early signal falls to the default action.
+        match Signals::new() {
+            Ok(signals) => {
+                tokio::spawn(stop_on_signal(signals, cancel.clone()));
+            }
+            Err(e) => tracing::warn!("cannot listen for Ctrl-C/SIGTERM: {e}"),
+        }
+        let outcome =
+            self.driver.drive(run_id, &cancel).await.map_err(|e| {
+                Failure::failed(anyhow!(e).context(format!("run {run_id} stopped")))
+            })?;
+        self.observer.finish_line();
+        report(run_id, outcome, json)
+    }
+}
+
+/// Prints the outcome (stdout: the answer or the JSON object) and picks the exit status.
+#[expect(
+    clippy::print_stdout,
+    reason = "the run's answer is the command's data"
+)]
+fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
+    let (status, output, code) = match outcome {
+        Outcome::Ended { status, output } => {
+            let code = if status == RunStatus::Completed {
+                0
+            } else {
+                FAILED
+            };
+            (status.to_string(), output, code)
+        }
+        Outcome::Interrupted => {
+            printer::interrupted(run_id);
+            ("interrupted".to_owned(), String::new(), INTERRUPTED)
+        }
+    };
+    if json {
+        let object = serde_json::json!({"run_id": run_id, "status": status, "output": output});
+        println!("{object}");
+    } else if code == 0 {
+        println!("{output}");
+    } else if code == FAILED {
+        printer::failed(run_id, &output);
+    }
+    Ok(code)
+}
+
+/// Cancels the run on the first Ctrl-C or SIGTERM; a second one exits at once.
+async fn stop_on_signal(mut signals: Signals, cancel: CancellationToken) {
+    signals.next().await;
+    cancel.cancel();
+    signals.next().await;
+    printer::forced_exit();
+    std::process::exit(i32::from(INTERRUPTED));
+}
+
+/// Ctrl-C and SIGTERM as one stream.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
+}

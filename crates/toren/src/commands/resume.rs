@@ -1,0 +1,31 @@
+//! `toren resume RUN`: continue a run whose process died, from its event log, under the
+//! spec and policy pinned when it was created (never today's agent file or environment).
+
+use anyhow::anyhow;
+use toren_agent::RunState;
+use toren_protocol::RunStatus;
+
+use crate::cli::ResumeArgs;
+use crate::commands::host::Host;
+use crate::commands::parse_run_id;
+use crate::exit::{FAILED, Failure};
+use crate::{printer, wiring};
+
+pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
+    let run_id = parse_run_id(&args.run)?;
+    let settings = wiring::settings()?;
+    let store = wiring::store(&settings).await?;
+    let events = store.read(&run_id, 0).await.map_err(Failure::failed)?;
+    let state = RunState::from_events(&events).map_err(|e| Failure::failed(anyhow!(e)))?;
+    if state.status.is_terminal() {
+        printer::already_ended(&state);
+        return Ok(if state.status == RunStatus::Completed {
+            0
+        } else {
+            FAILED
+        });
+    }
+    let host = Host::new(&state.agent, state.policy.as_ref(), &settings, store)?;
+    printer::resuming(&state, &events);
+    host.drive(&run_id, args.json).await
+}
