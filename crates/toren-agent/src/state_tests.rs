@@ -25,6 +25,7 @@ fn created(approval: ApprovalPolicy) -> EventKind {
             network: false,
             approval,
             env: vec![],
+            limits: Default::default(),
         }),
         input: "do it".into(),
     })

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use serde_saphyr::{Location, Spanned};
-use toren_protocol::{AgentSpec, ApprovalPolicy, SandboxSpec};
+use toren_protocol::{AgentSpec, ApprovalPolicy, ResourceLimits, SandboxSpec};
 
 use crate::diagnostic::{Diagnostic, Position};
 use crate::error::{Error, Result};
@@ -129,17 +129,17 @@ fn not_utf8(path: &Path, bytes: &[u8], error: std::str::Utf8Error) -> Error {
 }
 
 /// Checks the raw file and builds the spec; holds what every diagnostic needs.
-struct Checker<'a> {
+pub(crate) struct Checker<'a> {
     path: &'a Path,
     source: &'a str,
 }
 
 impl Checker<'_> {
-    fn error(&self, at: Location, message: impl Into<String>) -> Error {
+    pub(crate) fn error(&self, at: Location, message: impl Into<String>) -> Error {
         invalid(Diagnostic::at(self.path, self.source, Some(at), message))
     }
 
-    fn error_with_help(
+    pub(crate) fn error_with_help(
         &self,
         at: Location,
         message: impl Into<String>,
@@ -238,7 +238,7 @@ impl Checker<'_> {
                 sandbox.referenced,
                 format!("`sandbox` must be true, false or a mapping, found {found}"),
                 "`sandbox: true` gives the agent a sandbox with the defaults; a mapping sets \
-                 `image`, `network`, `approval` and `env`",
+                 `image`, `network`, `approval`, `env` and `limits`",
             )),
         }
     }
@@ -268,11 +268,16 @@ impl Checker<'_> {
             },
         };
         let env = self.env(mapping.env.unwrap_or_default())?;
+        let limits = match mapping.limits {
+            None => ResourceLimits::default(),
+            Some(limits) => self.limits(limits)?,
+        };
         Ok(SandboxSpec {
             image,
             network: mapping.network.unwrap_or(false),
             approval,
             env,
+            limits,
         })
     }
 
@@ -288,12 +293,15 @@ impl Checker<'_> {
                      (`[A-Za-z_][A-Za-z0-9_]*`); list names only, never values",
                 ));
             }
-            if env_vars::is_secret(value) {
+            if env_vars::is_reserved(value) {
+                let what = if env_vars::is_secret(value) {
+                    "credentials"
+                } else {
+                    "variables"
+                };
                 return Err(self.error_with_help(
                     name.referenced,
-                    format!(
-                        "`{value}` is one of Toren's own credentials and never enters a sandbox"
-                    ),
+                    format!("`{value}` is one of Toren's own {what} and never enters a sandbox"),
                     "grant the sandbox a variable of its own instead",
                 ));
             }

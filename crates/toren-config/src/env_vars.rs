@@ -121,7 +121,17 @@ pub fn lookup(name: &str) -> Option<&'static EnvVar> {
 
 /// Whether `name` is one of Toren's own credentials.
 pub fn is_secret(name: &str) -> bool {
-    lookup(name).is_some_and(|var| var.secret)
+    lookup(name).is_some_and(|var| var.secret) || OTHER_CREDENTIALS.contains(&name)
+}
+
+/// Credentials of Toren's planned backends, API and channels: not read by this version,
+/// but Toren's own all the same, so never granted to a sandbox (I-7).
+pub const OTHER_CREDENTIALS: [&str; 3] = ["E2B_API_KEY", "TOREN_API_TOKEN", "TELEGRAM_BOT_TOKEN"];
+
+/// Whether `name` belongs to Toren (a credential, or any `TOREN_*` variable) and so may
+/// never be granted to a sandbox.
+pub fn is_reserved(name: &str) -> bool {
+    is_secret(name) || name.starts_with("TOREN_")
 }
 
 /// A Markdown table of [`ENV_VARS`] for the documentation (`| Variable | Default | ... |`).

@@ -2,8 +2,8 @@
 //!
 //! These types mirror `agent.yaml` key for key (unknown keys are refused by serde), wrap
 //! values in [`Spanned`] so that `agent_file` can point at the line and column of a value
-//! it rejects, and accept a wrong type for `sandbox` and `max_turns` as data ([`Found`])
-//! so the error can name the value's own position rather than its key's.
+//! it rejects, and accept a wrong type for `sandbox`, `limits`, counts and sizes as data
+//! ([`Found`]) so the error can name the value's own position rather than its key's.
 
 use std::fmt;
 
@@ -45,6 +45,36 @@ pub(crate) struct RawSandboxMapping {
     pub(crate) approval: Option<Spanned<String>>,
     #[serde(default)]
     pub(crate) env: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub(crate) limits: Option<Spanned<RawLimits>>,
+}
+
+/// `limits:` inside `sandbox:` — a mapping, or something else to report.
+#[derive(Debug)]
+pub(crate) enum RawLimits {
+    Mapping(RawLimitsMapping),
+    Other(Found),
+}
+
+/// The mapping form of `limits:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimitsMapping {
+    #[serde(default)]
+    pub(crate) memory: Option<Spanned<RawSize>>,
+    #[serde(default)]
+    pub(crate) pids: Option<Spanned<RawCount>>,
+    #[serde(default)]
+    pub(crate) cpu_secs: Option<Spanned<RawCount>>,
+}
+
+/// A size such as `memory:` — a number of bytes, a string with a unit (`2GiB`), or
+/// something else.
+#[derive(Debug)]
+pub(crate) enum RawSize {
+    Integer(i128),
+    Text(String),
+    Other(Found),
 }
 
 /// A count such as `max_turns:` — an integer (any sign, checked later) or something else.
@@ -130,6 +160,103 @@ impl<'de> Deserialize<'de> for RawSandbox {
         }
 
         deserializer.deserialize_any(SandboxVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawLimits {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LimitsVisitor;
+
+        impl<'de> Visitor<'de> for LimitsVisitor {
+            type Value = RawLimits;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLimits, A::Error> {
+                RawLimitsMapping::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawLimits::Mapping)
+            }
+
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawLimits, E> {
+                Ok(RawLimits::Other(Found(format!("`{value}`"))))
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<RawLimits, E> {
+                Ok(RawLimits::Other(Found::string(value)))
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawLimits, E> {
+                Ok(RawLimits::Other(Found::number(value)))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawLimits, E> {
+                Ok(RawLimits::Other(Found::number(value)))
+            }
+
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawLimits, E> {
+                Ok(RawLimits::Other(Found::number(value)))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawLimits, A::Error> {
+                skip_seq(seq).map(RawLimits::Other)
+            }
+        }
+
+        deserializer.deserialize_any(LimitsVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SizeVisitor;
+
+        impl<'de> Visitor<'de> for SizeVisitor {
+            type Value = RawSize;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size such as `2GiB`")
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawSize, E> {
+                Ok(RawSize::Integer(i128::from(value)))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawSize, E> {
+                Ok(RawSize::Integer(i128::from(value)))
+            }
+
+            fn visit_i128<E: de::Error>(self, value: i128) -> Result<RawSize, E> {
+                Ok(RawSize::Integer(value))
+            }
+
+            fn visit_u128<E: de::Error>(self, value: u128) -> Result<RawSize, E> {
+                Ok(RawSize::Integer(i128::try_from(value).unwrap_or(i128::MAX)))
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<RawSize, E> {
+                Ok(RawSize::Text(value.to_owned()))
+            }
+
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawSize, E> {
+                Ok(RawSize::Other(Found(format!("`{value}`"))))
+            }
+
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawSize, E> {
+                Ok(RawSize::Other(Found::number(value)))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawSize, A::Error> {
+                skip_seq(seq).map(RawSize::Other)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawSize, A::Error> {
+                skip_map(map).map(RawSize::Other)
+            }
+        }
+
+        deserializer.deserialize_any(SizeVisitor)
     }
 }
 

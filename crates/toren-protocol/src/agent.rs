@@ -51,6 +51,38 @@ pub struct SandboxSpec {
     /// Names of the operator's variables the sandbox may see. Names only, never values.
     #[serde(default)]
     pub env: Vec<String>,
+    /// Resources each command may use; specs pinned before limits existed get the defaults.
+    #[serde(default)]
+    pub limits: ResourceLimits,
+}
+
+/// What one sandboxed command (with everything it starts) may use. Backends enforce what
+/// they can and say how; see `SECURITY.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceLimits {
+    /// Bytes of memory.
+    pub memory: u64,
+    /// Processes and threads at once.
+    pub pids: u32,
+    /// Seconds of CPU time.
+    pub cpu_secs: u64,
+}
+
+impl ResourceLimits {
+    pub const DEFAULT_MEMORY: u64 = 2 * 1024 * 1024 * 1024;
+    pub const DEFAULT_PIDS: u32 = 512;
+    pub const DEFAULT_CPU_SECS: u64 = 600;
+}
+
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        Self {
+            memory: Self::DEFAULT_MEMORY,
+            pids: Self::DEFAULT_PIDS,
+            cpu_secs: Self::DEFAULT_CPU_SECS,
+        }
+    }
 }
 
 /// Whether a human approves each bash command.
@@ -86,4 +118,7 @@ pub struct ResolvedPolicy {
     /// Granted variable names (values are read from the environment at execution time and
     /// never recorded).
     pub env: Vec<String>,
+    /// Pinned like the rest; runs created before limits existed get the defaults.
+    #[serde(default)]
+    pub limits: ResourceLimits,
 }

@@ -11,7 +11,7 @@ mod ids;
 mod message;
 mod status;
 
-pub use agent::{AgentSpec, ApprovalPolicy, ResolvedPolicy, SandboxSpec};
+pub use agent::{AgentSpec, ApprovalPolicy, ResolvedPolicy, ResourceLimits, SandboxSpec};
 pub use event::{
     ApprovalDecided, ApprovalRequested, EVENT_FORMAT_VERSION, Event, EventKind, ModelResponded,
     RunCancelled, RunCompleted, RunCreated, RunFailed, SandboxProvisioned, ToolCompleted,

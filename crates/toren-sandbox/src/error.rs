@@ -36,6 +36,12 @@ pub enum Error {
     #[error("`{path}` is a directory, not a file")]
     IsDirectory { path: String },
 
+    #[error(
+        "cannot write `{path}`: the workspace's disk is full (or over its quota); delete \
+         files you no longer need, then try again"
+    )]
+    WorkspaceFull { path: String },
+
     #[error("`{path}` is not a regular file (it is a {kind})")]
     NotAFile { path: String, kind: &'static str },
 
@@ -53,6 +59,9 @@ pub enum Error {
          sandbox could not write to it; fix: `chown -R {uid} {path}`"
     )]
     ForeignWorkspace { path: String, owner: u32, uid: u32 },
+
+    #[error("{why}")]
+    InvalidCommand { why: String },
 
     #[error("cannot pass variable `{name}` to the sandbox: {why}")]
     InvalidEnv { name: String, why: &'static str },
@@ -84,6 +93,8 @@ impl Error {
             | Self::NotFound { .. }
             | Self::TooLarge { .. }
             | Self::IsDirectory { .. }
+            | Self::WorkspaceFull { .. }
+            | Self::InvalidCommand { .. }
             | Self::NotAFile { .. } => true,
             Self::Fs { source, .. } => is_caused_by_path(source),
             Self::BwrapMissing { .. }

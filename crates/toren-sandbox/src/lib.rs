@@ -14,8 +14,8 @@ mod workspace;
 
 pub use error::{Error, Result};
 pub use local::{
-    BwrapSpec, HostLayout, LocalBackend, LocalSettings, RootEntry, SANDBOX_PATH, SHELL, bwrap_argv,
-    sandbox_env,
+    BwrapSpec, Enforcement, HostLayout, LimitEnforcement, LimitHit, LocalBackend, LocalSettings,
+    RootEntry, SANDBOX_PATH, SHELL, SHM_SIZE, bwrap_argv, sandbox_env,
 };
-pub use sandbox::{ExecOutput, ExecRequest, Sandbox};
+pub use sandbox::{ExecOutput, ExecRequest, MAX_COMMAND_BYTES, Sandbox, check_command};
 pub use workspace::{EntryInfo, EntryKind, SANDBOX_WORKDIR, Workspace};

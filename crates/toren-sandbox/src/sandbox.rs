@@ -7,8 +7,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::local::LimitHit;
 use crate::workspace::Workspace;
+
+/// The longest command a sandbox accepts, in bytes: the command travels as one argument,
+/// and Linux refuses arguments over 128 KiB.
+pub const MAX_COMMAND_BYTES: usize = 100_000;
 
 /// One command to run in a sandbox.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +37,8 @@ pub struct ExecOutput {
     pub output: String,
     pub truncated: bool,
     pub timed_out: bool,
+    /// Resource limits the command ran into (empty if none, or if the backend cannot tell).
+    pub limits_hit: Vec<LimitHit>,
 }
 
 /// A place where commands run confined to one workspace. `Debug` output must never show
@@ -47,7 +54,27 @@ pub trait Sandbox: fmt::Debug + Send + Sync {
     /// The backend's id for this instance, recorded in `sandbox_provisioned`.
     fn instance_id(&self) -> String;
 
-    /// Runs one command. Errors are host faults (the sandbox could not be started); a
-    /// command that fails or times out is an `Ok` with its exit code and flags.
+    /// Runs one command. Errors are host faults (the sandbox could not be started), except
+    /// a command no shell can take ([`check_command`]); a command that fails or times out is
+    /// an `Ok` with its exit code and flags.
     async fn exec(&self, req: ExecRequest) -> Result<ExecOutput>;
+}
+
+/// Refuses a command that cannot be passed to a shell: one holding a NUL byte, or longer
+/// than [`MAX_COMMAND_BYTES`]. The error says what to do instead.
+pub fn check_command(command: &str) -> Result<()> {
+    let why = if command.contains('\0') {
+        "`command` contains a NUL byte, which no shell command can hold; write the data to a \
+         file with write_file, or produce it with printf '\\0'"
+            .to_owned()
+    } else if command.len() > MAX_COMMAND_BYTES {
+        format!(
+            "`command` is {} bytes, over the limit of {MAX_COMMAND_BYTES} bytes; write a long \
+             script to a file with write_file and run that file",
+            command.len()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidCommand { why })
 }

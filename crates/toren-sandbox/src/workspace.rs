@@ -10,7 +10,7 @@
 use std::fs::DirBuilder;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use cap_std::fs::{Dir, FileType, Metadata, OpenOptions, OpenOptionsExt};
@@ -274,7 +274,24 @@ fn check_path(path: &str) -> Result<&Path> {
              write `{inside}` instead"
         )));
     }
-    if path.starts_with('/') {
+    // The kernel enforces the boundary; this only gives `..` that climbs out a clear error
+    // even where a missing directory on the way would stop resolution first.
+    let mut depth = 0usize;
+    let climbs_out = Path::new(path).components().any(|c| match c {
+        Component::Normal(_) => {
+            depth += 1;
+            false
+        }
+        Component::ParentDir => match depth.checked_sub(1) {
+            Some(up) => {
+                depth = up;
+                false
+            }
+            None => true,
+        },
+        Component::CurDir | Component::RootDir | Component::Prefix(_) => false,
+    });
+    if path.starts_with('/') || climbs_out {
         return Err(Error::PathEscape {
             path: path.to_owned(),
         });
@@ -306,6 +323,9 @@ fn classify(op: &'static str, path: &str, err: io::Error) -> Error {
     match err.kind() {
         io::ErrorKind::NotFound => Error::NotFound { path },
         io::ErrorKind::IsADirectory => Error::IsDirectory { path },
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+            Error::WorkspaceFull { path }
+        }
         _ => Error::Fs {
             op,
             path,

@@ -2,24 +2,28 @@
 //!
 //! Each check is a `pub async fn` that creates its own runs (fresh ids), so checks can share
 //! one store; [`run_all`] runs them one after another. A failed check panics with a message
-//! naming the broken rule, so a backend's test is one line:
-//! `toren_store::conformance::run_all(Arc::new(store)).await`. The suite is compiled into the
-//! library (not `cfg(test)`) so other backends' crates can call it, and it uses nothing but
-//! `assert!`. The basic log rules live here; approvals and concurrent writers have their own
-//! modules.
+//! naming the broken rule, so a backend's test is short: build the store reading a shared
+//! [`TestClock`] and call `toren_store::conformance::run_all(Arc::new(store), &clock).await`.
+//! Checks that involve lease expiry take that clock and move it forward instead of sleeping;
+//! every lease they take lasts a minute, far longer than a check runs. The suite is compiled
+//! into the library (not `cfg(test)`) so other backends' crates can call it, and it uses
+//! nothing but `assert!`. The basic log rules live here; approvals, leases and concurrent writers have
+//! their own modules.
 
 mod approvals;
 mod concurrency;
 mod fixtures;
+mod leases;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use toren_protocol::{EVENT_FORMAT_VERSION, EventKind, RunId, RunStatus};
 
-use crate::{Error, EventLog, RunSummary};
+use crate::clock::after;
+use crate::{Error, EventLog, Lease, RunSummary, TestClock};
 use fixtures::{
-    AGENT, approval_requested, decision, model_wants_bash, new_run, ok, run_cancelled,
+    AGENT, HOLDER, TTL, approval_requested, decision, model_wants_bash, new_run, ok, run_cancelled,
     run_completed, run_created, run_failed, tool_completed, tool_started,
 };
 
@@ -29,11 +33,18 @@ pub use approvals::{
 };
 pub use concurrency::{
     concurrent_appenders_get_one_winner_per_seq, concurrent_decisions_get_one_winner,
+    fenced_appenders_race_across_takeovers, racing_acquirers_get_one_lease,
+};
+pub use leases::{
+    a_dead_holders_lease_can_be_taken_over, a_live_lease_keeps_other_holders_out,
+    an_expired_lease_can_be_taken_over, approvals_need_no_lease, ended_runs_cannot_be_leased,
+    leases_are_renewed_and_released, tokens_strictly_increase,
 };
 
-/// Runs every check against `store`, one after another. `list_runs_newest_first` expects no
-/// other writer to create runs while it runs.
-pub async fn run_all(store: Arc<dyn EventLog>) {
+/// Runs every check against `store`, one after another. The store must read `clock` (the
+/// lease checks move it forward past expiries). `list_runs_newest_first` expects no other
+/// writer to create runs while it runs.
+pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     let s = &*store;
     create_and_read_round_trip(s).await;
     duplicate_create_is_refused(s).await;
@@ -48,19 +59,38 @@ pub async fn run_all(store: Arc<dyn EventLog>) {
     decision_without_request_is_refused(s).await;
     decision_on_ended_run_is_refused(s).await;
     pending_calls_are_decided_independently(s).await;
+    leases_are_renewed_and_released(s, clock).await;
+    a_live_lease_keeps_other_holders_out(s, clock).await;
+    an_expired_lease_can_be_taken_over(s, clock).await;
+    a_dead_holders_lease_can_be_taken_over(s, clock).await;
+    tokens_strictly_increase(s, clock).await;
+    ended_runs_cannot_be_leased(s, clock).await;
+    approvals_need_no_lease(s, clock).await;
     concurrent_appenders_get_one_winner_per_seq(&store).await;
     concurrent_decisions_get_one_winner(&store).await;
+    racing_acquirers_get_one_lease(&store, clock).await;
+    fenced_appenders_race_across_takeovers(&store, clock).await;
 }
 
 /// What `create_run` and `append` return is exactly what `read` gives back, and the
 /// summary agrees with the log.
 pub async fn create_and_read_round_trip(store: &dyn EventLog) {
     let run_id = RunId::new();
-    let created = ok(
+    let (created, lease) = ok(
         store
-            .create_run(&run_id, run_created("list the files"))
+            .create_run(&run_id, run_created("list the files"), HOLDER, TTL)
             .await,
         "create",
+    );
+    assert_eq!(
+        lease,
+        Lease {
+            run_id: run_id.clone(),
+            token: 1,
+            holder: HOLDER.to_owned(),
+            expires_at: after(created.at, TTL),
+        },
+        "the creator gets the run's first lease, expiring ttl after run_created"
     );
     assert_eq!(created.run_id, run_id, "run_created must carry the run id");
     assert_eq!(created.seq, 1, "run_created must be event #1");
@@ -77,7 +107,7 @@ pub async fn create_and_read_round_trip(store: &dyn EventLog) {
         model_wants_bash("toolu_01", "ls -la"),
         approval_requested("toolu_01"),
     ];
-    let appended = ok(store.append(&run_id, 1, batch.clone()).await, "append");
+    let appended = ok(store.append(&lease, 1, batch.clone()).await, "append");
     let kinds: Vec<EventKind> = appended.iter().map(|e| e.kind.clone()).collect();
     assert_eq!(
         kinds, batch,
@@ -102,14 +132,17 @@ pub async fn create_and_read_round_trip(store: &dyn EventLog) {
             created_at: created.at,
             updated_at: appended[1].at,
             last_seq: 3,
+            lease: Some(lease.info()),
         },
         "the summary must follow the log"
     );
 }
 
 pub async fn duplicate_create_is_refused(store: &dyn EventLog) {
-    let (run_id, created) = new_run(store, "first").await;
-    let again = store.create_run(&run_id, run_created("second")).await;
+    let (run_id, created, lease) = new_run(store, "first").await;
+    let again = store
+        .create_run(&run_id, run_created("second"), "intruder:2", TTL)
+        .await;
     assert!(
         matches!(&again, Err(Error::RunExists(id)) if *id == run_id),
         "creating an existing run must fail with RunExists, got {again:?}"
@@ -120,23 +153,28 @@ pub async fn duplicate_create_is_refused(store: &dyn EventLog) {
         vec![created],
         "a refused create must leave the first run untouched"
     );
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").lease,
+        Some(lease.info()),
+        "and its lease"
+    );
 }
 
 pub async fn seqs_are_gap_free_across_batches(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "count").await;
+    let (run_id, _, lease) = new_run(store, "count").await;
     let mut last = 1;
     for size in [1_usize, 3, 2] {
         let batch: Vec<EventKind> = (0..size)
             .map(|i| tool_started(&format!("toolu_{last}_{i}")))
             .collect();
-        let events = ok(store.append(&run_id, last, batch).await, "append batch");
+        let events = ok(store.append(&lease, last, batch).await, "append batch");
         let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
         let want: Vec<u64> = (last + 1..=last + size as u64).collect();
         assert_eq!(seqs, want, "a batch must take the next consecutive seqs");
         last += size as u64;
     }
     let empty = ok(
-        store.append(&run_id, last, Vec::new()).await,
+        store.append(&lease, last, Vec::new()).await,
         "append empty batch",
     );
     assert!(empty.is_empty(), "an empty batch appends nothing");
@@ -158,10 +196,10 @@ pub async fn seqs_are_gap_free_across_batches(store: &dyn EventLog) {
 }
 
 pub async fn stale_append_conflicts_and_writes_nothing(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "race").await;
+    let (run_id, _, lease) = new_run(store, "race").await;
     ok(
         store
-            .append(&run_id, 1, vec![tool_started("a"), tool_completed("a")])
+            .append(&lease, 1, vec![tool_started("a"), tool_completed("a")])
             .await,
         "append",
     );
@@ -170,7 +208,7 @@ pub async fn stale_append_conflicts_and_writes_nothing(store: &dyn EventLog) {
 
     for stale in [0, 1, 2, 4, 9] {
         let result = store
-            .append(&run_id, stale, vec![tool_started("late")])
+            .append(&lease, stale, vec![tool_started("late")])
             .await;
         assert!(
             matches!(&result, Err(Error::Conflict { run_id: id, expected, actual: 3 })
@@ -191,7 +229,7 @@ pub async fn stale_append_conflicts_and_writes_nothing(store: &dyn EventLog) {
 }
 
 pub async fn status_follows_the_events(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "status").await;
+    let (run_id, _, lease) = new_run(store, "status").await;
     let status = |s: RunSummary| s.status;
     assert_eq!(
         status(ok(store.run(&run_id).await, "run")),
@@ -205,7 +243,7 @@ pub async fn status_follows_the_events(store: &dyn EventLog) {
     let mut last = 1;
     for (kind, want) in steps {
         let name = kind.name();
-        ok(store.append(&run_id, last, vec![kind]).await, name);
+        ok(store.append(&lease, last, vec![kind]).await, name);
         last += 1;
         assert_eq!(
             status(ok(store.run(&run_id).await, "run")),
@@ -228,7 +266,7 @@ pub async fn status_follows_the_events(store: &dyn EventLog) {
     ok(
         store
             .append(
-                &run_id,
+                &lease,
                 last,
                 vec![tool_started("toolu_s"), tool_completed("toolu_s")],
             )
@@ -242,7 +280,7 @@ pub async fn status_follows_the_events(store: &dyn EventLog) {
         "after the tool"
     );
     ok(
-        store.append(&run_id, last, vec![run_completed()]).await,
+        store.append(&lease, last, vec![run_completed()]).await,
         "complete",
     );
     assert_eq!(
@@ -254,19 +292,19 @@ pub async fn status_follows_the_events(store: &dyn EventLog) {
         (run_failed(), RunStatus::Failed),
         (run_cancelled(), RunStatus::Cancelled),
     ] {
-        let (run_id, _) = new_run(store, "ending").await;
-        ok(store.append(&run_id, 1, vec![end]).await, "end");
+        let (run_id, _, lease) = new_run(store, "ending").await;
+        ok(store.append(&lease, 1, vec![end]).await, "end");
         assert_eq!(status(ok(store.run(&run_id).await, "run")), want);
     }
 }
 
 pub async fn ended_runs_take_no_events(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "finish").await;
+    let (run_id, _, lease) = new_run(store, "finish").await;
     ok(
-        store.append(&run_id, 1, vec![run_completed()]).await,
+        store.append(&lease, 1, vec![run_completed()]).await,
         "complete",
     );
-    let after = store.append(&run_id, 2, vec![tool_started("late")]).await;
+    let after = store.append(&lease, 2, vec![tool_started("late")]).await;
     assert!(
         matches!(
             &after,
@@ -284,9 +322,9 @@ pub async fn ended_runs_take_no_events(store: &dyn EventLog) {
     );
 
     // A batch that ends the run and goes on is refused whole.
-    let (run_id, created) = new_run(store, "overrun").await;
+    let (run_id, created, lease) = new_run(store, "overrun").await;
     let batch = vec![tool_started("x"), run_failed(), tool_completed("x")];
-    let overrun = store.append(&run_id, 1, batch).await;
+    let overrun = store.append(&lease, 1, batch).await;
     assert!(
         matches!(
             &overrun,
@@ -309,9 +347,9 @@ pub async fn ended_runs_take_no_events(store: &dyn EventLog) {
 }
 
 pub async fn read_returns_events_after_seq(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "page").await;
+    let (run_id, _, lease) = new_run(store, "page").await;
     let batch = vec![tool_started("p"), tool_completed("p"), run_completed()];
-    ok(store.append(&run_id, 1, batch).await, "append");
+    ok(store.append(&lease, 1, batch).await, "append");
     let all = ok(store.read(&run_id, 0).await, "read all");
     assert_eq!(all.len(), 4);
     for after in 0..=4_u64 {
@@ -323,23 +361,34 @@ pub async fn read_returns_events_after_seq(store: &dyn EventLog) {
 
 pub async fn unknown_run_is_not_found(store: &dyn EventLog) {
     let ghost = RunId::new();
-    let is_not_found = |e: &Error| matches!(e, Error::RunNotFound(id) if *id == ghost);
-    let read = store.read(&ghost, 0).await;
-    assert!(read.as_ref().is_err_and(is_not_found), "read: {read:?}");
-    let run = store.run(&ghost).await;
-    assert!(run.as_ref().is_err_and(is_not_found), "run: {run:?}");
-    let append = store.append(&ghost, 0, vec![tool_started("x")]).await;
-    assert!(
-        append.as_ref().is_err_and(is_not_found),
-        "append: {append:?}"
-    );
-    let decide = store
-        .decide_approval(&ghost, decision("x", true, "ana"))
-        .await;
-    assert!(
-        decide.as_ref().is_err_and(is_not_found),
-        "decide_approval: {decide:?}"
-    );
+    let lease = Lease {
+        run_id: ghost.clone(),
+        token: 1,
+        holder: HOLDER.to_owned(),
+        expires_at: jiff::Timestamp::MAX,
+    };
+    let (approve, started) = (decision("x", true, "ana"), vec![tool_started("x")]);
+    let results = [
+        ("read", store.read(&ghost, 0).await.map(drop)),
+        ("run", store.run(&ghost).await.map(drop)),
+        ("append", store.append(&lease, 0, started).await.map(drop)),
+        (
+            "decide",
+            store.decide_approval(&ghost, approve).await.map(drop),
+        ),
+        (
+            "acquire",
+            store.acquire_lease(&ghost, HOLDER, TTL).await.map(drop),
+        ),
+        ("renew", store.renew_lease(&lease, TTL).await.map(drop)),
+        ("release", store.release_lease(&lease).await),
+    ];
+    for (call, result) in results {
+        assert!(
+            matches!(&result, Err(Error::RunNotFound(id)) if *id == ghost),
+            "{call} on an unknown run must fail with RunNotFound, got {result:?}"
+        );
+    }
 }
 
 pub async fn list_runs_newest_first(store: &dyn EventLog) {

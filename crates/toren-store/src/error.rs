@@ -1,9 +1,11 @@
 //! The store's one error type. Every variant is something a caller matches on (the CLI maps
-//! them to exit codes, the worker re-reads on [`Error::Conflict`]) and every message tells a
-//! person what happened and what to do next.
+//! them to exit codes, the worker re-reads on [`Error::Conflict`] and stops driving a run on
+//! [`Error::LeaseLost`]) and every message tells a person what happened and what to do next.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use jiff::Timestamp;
 use toren_protocol::{RunId, RunStatus};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -31,6 +33,37 @@ pub enum Error {
     /// The run is completed, failed or cancelled (or the batch ended it and went on).
     #[error("run {run_id} has ended ({status}) and takes no more events")]
     RunEnded { run_id: RunId, status: RunStatus },
+
+    /// `acquire_lease` while another holder's lease is live.
+    #[error(
+        "run {run_id} is being driven by {holder} until {expires_at:.0} ({} from now); if \
+         that process has died, try again once its lease has expired",
+        whole_seconds(*expires_in)
+    )]
+    Leased {
+        run_id: RunId,
+        holder: String,
+        expires_at: Timestamp,
+        /// How long the lease had left when the store refused.
+        expires_in: Duration,
+    },
+
+    /// The caller's lease was taken over or released: it must stop driving the run.
+    /// Nothing was written.
+    #[error(
+        "this process no longer holds run {run_id} (its lease #{token} {}); nothing was \
+         written and it must stop driving the run",
+        match now_held_by {
+            Some(holder) => format!("was taken over by {holder}"),
+            None => "was released or taken over".to_owned(),
+        }
+    )]
+    LeaseLost {
+        run_id: RunId,
+        token: u64,
+        /// The holder of the run's current lease, if anyone holds one.
+        now_held_by: Option<String>,
+    },
 
     #[error(
         "run {run_id} has no call {call_id} waiting for approval; \
@@ -91,7 +124,11 @@ pub enum Error {
         source: sqlx::Error,
     },
 
-    #[error("cannot lock the database {} to update its schema: {source}", path.display())]
+    #[error(
+        "cannot create or lock the database {} to open it: {source}; check the path and its \
+         permissions",
+        path.display()
+    )]
     Lock {
         path: PathBuf,
         #[source]
@@ -124,6 +161,8 @@ impl Error {
             | Self::RunNotFound(_)
             | Self::Conflict { .. }
             | Self::RunEnded { .. }
+            | Self::Leased { .. }
+            | Self::LeaseLost { .. }
             | Self::NoPendingApproval { .. }
             | Self::AlreadyDecided { .. }
             | Self::CorruptEvent { .. }
@@ -136,6 +175,12 @@ impl Error {
             | Self::Migrate { .. } => false,
         }
     }
+}
+
+/// `3 s`: a duration rounded up to whole seconds, for people.
+fn whole_seconds(d: Duration) -> String {
+    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    format!("{secs} s")
 }
 
 /// SQLITE_BUSY / SQLITE_LOCKED (after `busy_timeout` ran out) and pool exhaustion.
@@ -178,6 +223,32 @@ mod tests {
             missing.to_string(),
             "run run_abc has no call toolu_9 waiting for approval; \
              run `toren events run_abc` to see pending calls"
+        );
+    }
+
+    #[test]
+    fn lease_messages_name_the_holder_and_the_wait() {
+        let run_id: RunId = "run_abc".parse().unwrap();
+        let leased = Error::Leased {
+            run_id: run_id.clone(),
+            holder: "build-box:4242".into(),
+            expires_at: "2026-03-14T09:27:00.25Z".parse().unwrap(),
+            expires_in: Duration::from_millis(29_250),
+        };
+        assert_eq!(
+            leased.to_string(),
+            "run run_abc is being driven by build-box:4242 until 2026-03-14T09:27:00Z \
+             (30 s from now); if that process has died, try again once its lease has expired"
+        );
+        let lost = Error::LeaseLost {
+            run_id,
+            token: 3,
+            now_held_by: Some("laptop:77".into()),
+        };
+        assert_eq!(
+            lost.to_string(),
+            "this process no longer holds run run_abc (its lease #3 was taken over by \
+             laptop:77); nothing was written and it must stop driving the run"
         );
     }
 }

@@ -2,10 +2,11 @@
 //! output rendered for the model (combined output, then a status line). Approval is not
 //! this module's business; the orchestrator asks before calling it.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Deserialize;
-use toren_sandbox::{ExecRequest, Sandbox};
+use toren_sandbox::{ExecRequest, Sandbox, check_command};
 
 use crate::ToolSettings;
 use crate::error::Result;
@@ -40,6 +41,9 @@ pub(crate) async fn run(
             "`command` is empty; give the shell command to run",
         ));
     }
+    if let Err(err) = check_command(&args.command) {
+        return Ok(ToolOutcome::error(err.to_string()));
+    }
     let max = settings.bash_max_timeout.as_secs();
     let timeout = match args.timeout_secs {
         None => settings.bash_default_timeout,
@@ -56,7 +60,11 @@ pub(crate) async fn run(
         timeout,
         output_limit: settings.output_limit,
     };
-    let out = sandbox.exec(req).await?;
+    let out = match sandbox.exec(req).await {
+        Ok(out) => out,
+        Err(err) if err.is_model_fixable() => return Ok(ToolOutcome::error(err.to_string())),
+        Err(err) => return Err(err.into()),
+    };
 
     let mut text = out.output;
     if text.is_empty() {
@@ -78,6 +86,9 @@ pub(crate) async fn run(
         }
     };
     text.push_str(&status);
+    for hit in &out.limits_hit {
+        let _ = write!(text, "\n[limit reached: {hit}]");
+    }
     if out.truncated {
         text.push_str(
             "\n[output truncated: to see all of it, redirect it to a file and search or page \

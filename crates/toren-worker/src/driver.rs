@@ -12,10 +12,10 @@ use toren_protocol::{
     RunStatus, SandboxProvisioned, ToolCall, ToolCompleted, ToolStarted,
 };
 use toren_sandbox::Sandbox;
-use toren_store::EventLog;
+use toren_store::{EventLog, Lease};
 use toren_tools::Toolkit;
 
-use crate::{Approver, Error, Observer, SandboxBackend};
+use crate::{Approver, Error, Observer, SandboxBackend, holder};
 
 /// Looks up the value of a granted environment variable.
 pub(crate) type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -35,6 +35,10 @@ pub struct WorkerConfig {
     pub max_tokens: u32,
     /// How often a run waiting for a decision from elsewhere checks the log.
     pub approval_poll: Duration,
+    /// This process's holder name for leases (see [`crate::holder`]).
+    pub holder: String,
+    /// How long a lease lasts without renewal; the driver renews it every third of that.
+    pub lease_ttl: Duration,
 }
 
 /// How driving a run ended.
@@ -56,13 +60,49 @@ impl RunDriver {
         Self { config }
     }
 
-    /// Drives `run` from its log until it ends or `cancel` fires.
-    pub async fn drive(&self, run: &RunId, cancel: &CancellationToken) -> Result<Outcome, Error> {
-        let events = self.config.store.read(run, 0).await?;
+    /// Takes the run's lease: normally only when no live process holds it; a live lease
+    /// whose holder is a dead process of this machine is taken over at once.
+    pub async fn acquire(&self, run: &RunId) -> Result<Lease, Error> {
+        let store = &self.config.store;
+        let (holder, ttl) = (&self.config.holder, self.config.lease_ttl);
+        match store.acquire_lease(run, holder, ttl).await {
+            Err(toren_store::Error::Leased { holder: dead, .. }) if holder::is_gone(&dead) => {
+                tracing::info!(run = %run, %dead, "taking over the lease of a process that is gone");
+                Ok(store.take_over_lease(run, &dead, holder, ttl).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// Drives the run `lease` holds from its log until it ends or `cancel` fires, renewing
+    /// the lease as it goes and releasing it at the end, so an interrupted run can be
+    /// resumed at once.
+    pub async fn drive(&self, lease: Lease, cancel: &CancellationToken) -> Result<Outcome, Error> {
+        let lost = CancellationToken::new();
+        let heartbeat = tokio::spawn(heartbeat(
+            Arc::clone(&self.config.store),
+            lease.clone(),
+            self.config.lease_ttl,
+            lost.clone(),
+        ));
+        let outcome = tokio::select! {
+            biased;
+            () = lost.cancelled() => Err(Error::LeaseLost { run: lease.run_id.to_string() }),
+            outcome = self.drive_held(&lease, cancel) => outcome,
+        };
+        heartbeat.abort();
+        if let Err(e) = self.config.store.release_lease(&lease).await {
+            tracing::warn!(run = %lease.run_id, "could not release the lease: {e}");
+        }
+        outcome
+    }
+
+    async fn drive_held(&self, lease: &Lease, cancel: &CancellationToken) -> Result<Outcome, Error> {
+        let events = self.config.store.read(&lease.run_id, 0).await?;
         let mut state = RunState::from_events(&events)?;
         let mut sandbox: Option<Arc<dyn Sandbox>> = None;
         loop {
-            let step = self.step(&mut state, &mut sandbox);
+            let step = self.step(lease, &mut state, &mut sandbox);
             let appended = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Ok(Outcome::Interrupted),
@@ -77,6 +117,7 @@ impl RunDriver {
     /// Carries out one action. Returns the outcome once the run has ended.
     async fn step(
         &self,
+        lease: &Lease,
         state: &mut RunState,
         sandbox: &mut Option<Arc<dyn Sandbox>>,
     ) -> Result<Option<Outcome>, Error> {
@@ -90,7 +131,7 @@ impl RunDriver {
             }
             Action::CallModel => {
                 let kind = self.call_model(state).await;
-                self.append(state, vec![kind]).await?;
+                self.append(lease, state, vec![kind]).await?;
             }
             Action::RequestApproval { call, command } => {
                 let kind = EventKind::ApprovalRequested(ApprovalRequested {
@@ -98,7 +139,7 @@ impl RunDriver {
                     tool: call.name,
                     command,
                 });
-                self.append(state, vec![kind]).await?;
+                self.append(lease, state, vec![kind]).await?;
             }
             Action::AwaitApproval { call, command } => {
                 self.await_decision(state, &call, &command).await?;
@@ -117,18 +158,18 @@ impl RunDriver {
                     exit_code: None,
                     truncated: false,
                 });
-                self.append(state, vec![kind]).await?;
+                self.append(lease, state, vec![kind]).await?;
             }
             Action::RunTool { call, attempt } => {
-                self.run_tool(state, sandbox, call, attempt).await?;
+                self.run_tool(lease, state, sandbox, call, attempt).await?;
             }
             Action::Complete { output } => {
                 let kind = EventKind::RunCompleted(RunCompleted { output });
-                self.append(state, vec![kind]).await?;
+                self.append(lease, state, vec![kind]).await?;
             }
             Action::Fail { error } => {
                 let kind = EventKind::RunFailed(RunFailed { error });
-                self.append(state, vec![kind]).await?;
+                self.append(lease, state, vec![kind]).await?;
             }
         }
         Ok(None)
@@ -217,6 +258,7 @@ impl RunDriver {
 
     async fn run_tool(
         &self,
+        lease: &Lease,
         state: &mut RunState,
         sandbox: &mut Option<Arc<dyn Sandbox>>,
         call: ToolCall,
@@ -237,7 +279,7 @@ impl RunDriver {
                         exit_code: None,
                         truncated: false,
                     });
-                    return self.append(state, vec![kind]).await;
+                    return self.append(lease, state, vec![kind]).await;
                 };
                 let backend = self
                     .config
@@ -255,7 +297,7 @@ impl RunDriver {
                     Ok(opened) => opened,
                     Err(e) => {
                         return self
-                            .fail(state, format!("could not open the sandbox: {e}"))
+                            .fail(lease, state, format!("could not open the sandbox: {e}"))
                             .await;
                     }
                 };
@@ -265,7 +307,7 @@ impl RunDriver {
                         instance: opened.instance_id(),
                         workspace: opened.workspace().path().display().to_string(),
                     });
-                    self.append(state, vec![kind]).await?;
+                    self.append(lease, state, vec![kind]).await?;
                 }
                 *sandbox = Some(Arc::clone(&opened));
                 opened
@@ -276,12 +318,13 @@ impl RunDriver {
             tool: call.name.clone(),
             attempt,
         });
-        self.append(state, vec![started]).await?;
+        self.append(lease, state, vec![started]).await?;
         let outcome = match self.config.toolkit.execute(sb.as_ref(), &call).await {
             Ok(outcome) => outcome,
             Err(e) => {
                 return self
                     .fail(
+                        lease,
                         state,
                         format!("tool `{}` failed on the host: {e}", call.name),
                     )
@@ -300,24 +343,24 @@ impl RunDriver {
             exit_code: outcome.exit_code,
             truncated: outcome.truncated,
         });
-        self.append(state, vec![kind]).await
+        self.append(lease, state, vec![kind]).await
     }
 
-    async fn fail(&self, state: &mut RunState, error: String) -> Result<(), Error> {
-        self.append(state, vec![EventKind::RunFailed(RunFailed { error })])
+    async fn fail(&self, lease: &Lease, state: &mut RunState, error: String) -> Result<(), Error> {
+        self.append(lease, state, vec![EventKind::RunFailed(RunFailed { error })])
             .await
     }
 
     /// Appends after the last folded event and folds what was written. If the log moved
     /// on (an approval decided from elsewhere), nothing was written: fold the news and let
     /// the state machine decide again.
-    async fn append(&self, state: &mut RunState, kinds: Vec<EventKind>) -> Result<(), Error> {
-        match self
-            .config
-            .store
-            .append(&state.run_id, state.last_seq, kinds)
-            .await
-        {
+    async fn append(
+        &self,
+        lease: &Lease,
+        state: &mut RunState,
+        kinds: Vec<EventKind>,
+    ) -> Result<(), Error> {
+        match self.config.store.append(lease, state.last_seq, kinds).await {
             Ok(events) => {
                 for event in &events {
                     state.apply(event)?;
@@ -326,6 +369,9 @@ impl RunDriver {
                 Ok(())
             }
             Err(toren_store::Error::Conflict { .. }) => self.catch_up(state).await,
+            Err(toren_store::Error::LeaseLost { .. }) => Err(Error::LeaseLost {
+                run: state.run_id.to_string(),
+            }),
             Err(e) => Err(e.into()),
         }
     }
@@ -342,5 +388,24 @@ impl RunDriver {
             self.config.observer.event(event);
         }
         Ok(())
+    }
+}
+
+/// Renews the lease every third of its lifetime; if the store says it was lost (taken over
+/// by another process), fires `lost` so the driver stops at once.
+async fn heartbeat(store: Arc<dyn EventLog>, lease: Lease, ttl: Duration, lost: CancellationToken) {
+    let mut lease = lease;
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        match store.renew_lease(&lease, ttl).await {
+            Ok(renewed) => lease = renewed,
+            Err(toren_store::Error::LeaseLost { .. } | toren_store::Error::RunEnded { .. }) => {
+                lost.cancel();
+                return;
+            }
+            // A busy or briefly unavailable database: try again at the next beat; the
+            // lease outlives two missed beats.
+            Err(e) => tracing::warn!(run = %lease.run_id, "could not renew the lease: {e}"),
+        }
     }
 }

@@ -9,6 +9,10 @@ pub enum Error {
     #[error(transparent)]
     CorruptLog(#[from] toren_agent::Error),
     #[error(
+        "another process took over run {run} while this one drove it; this process stopped without writing anything more"
+    )]
+    LeaseLost { run: String },
+    #[error(
         "run {run} needs a sandbox but this process has no sandbox backend; set TOREN_SANDBOX=local"
     )]
     NoSandbox { run: String },

@@ -13,6 +13,8 @@ mod driver;
 mod error;
 mod hooks;
 
+pub mod holder;
+
 pub use driver::{Outcome, RunDriver, WorkerConfig};
 pub use error::Error;
 pub use hooks::{Approver, Decision, Observer, SandboxBackend};

@@ -82,6 +82,7 @@ pub(crate) fn resolve_policy(
         network: sandbox.network,
         approval: sandbox.approval,
         env: sandbox.env.clone(),
+        limits: sandbox.limits,
     }))
 }
 

@@ -11,9 +11,9 @@ use toren_config::{Position, load_agent};
 use super::common::{Home, diagnostic};
 
 /// (snapshot name, file text, line, column of the reported position).
-type Case = (&'static str, &'static str, u64, u64);
+type Case<'a> = (&'a str, &'a str, u64, u64);
 
-fn check(cases: &[Case]) {
+fn check(cases: &[Case<'_>]) {
     for &(name, yaml, line, column) in cases {
         let diagnostic = diagnostic(yaml);
         assert_eq!(
@@ -157,6 +157,24 @@ fn sandbox_env_names_are_checked_one_by_one() {
             4,
             9,
         ),
+        (
+            "env_planned_credential",
+            "name: a\nmodel: anthropic/m\nsandbox:\n  env: [HOME, E2B_API_KEY]\n",
+            4,
+            15,
+        ),
+        (
+            "env_api_token",
+            "name: a\nmodel: anthropic/m\nsandbox:\n  env:\n    - TOREN_API_TOKEN\n",
+            5,
+            7,
+        ),
+        (
+            "env_toren_setting",
+            "name: a\nmodel: anthropic/m\nsandbox:\n  env: [TOREN_SANDBOX_ROOT]\n",
+            4,
+            9,
+        ),
     ]);
 }
 
@@ -227,6 +245,90 @@ fn names_turn_limits_and_approvals_are_validated() {
             15,
         ),
     ]);
+}
+
+#[test]
+fn resource_limits_are_validated_where_they_are_written() {
+    const HEAD: &str = "name: a\nmodel: anthropic/m\nsandbox:\n";
+    let cases: Vec<(&str, String, u64, u64)> = vec![
+        (
+            "limits_not_a_mapping",
+            format!("{HEAD}  limits: 512\n"),
+            4,
+            11,
+        ),
+        (
+            "limits_unknown_key",
+            format!("{HEAD}  limits:\n    memroy: 1GiB\n"),
+            5,
+            5,
+        ),
+        (
+            "limits_memory_ambiguous_unit",
+            format!("{HEAD}  limits: {{memory: 2G}}\n"),
+            4,
+            20,
+        ),
+        (
+            "limits_memory_unknown_unit",
+            format!("{HEAD}  limits:\n    memory: 2 gallons\n"),
+            5,
+            13,
+        ),
+        (
+            "limits_memory_fraction",
+            format!("{HEAD}  limits:\n    memory: 1.5GiB\n"),
+            5,
+            13,
+        ),
+        (
+            "limits_memory_too_small",
+            format!("{HEAD}  limits:\n    memory: 1MiB\n"),
+            5,
+            13,
+        ),
+        (
+            "limits_memory_negative",
+            format!("{HEAD}  limits:\n    memory: -1\n"),
+            5,
+            13,
+        ),
+        (
+            "limits_memory_list",
+            format!("{HEAD}  limits:\n    memory: [1]\n"),
+            5,
+            13,
+        ),
+        (
+            "limits_pids_too_few",
+            format!("{HEAD}  limits:\n    pids: 2\n"),
+            5,
+            11,
+        ),
+        (
+            "limits_pids_word",
+            format!("{HEAD}  limits:\n    pids: many\n"),
+            5,
+            11,
+        ),
+        (
+            "limits_cpu_secs_zero",
+            format!("{HEAD}  limits:\n    cpu_secs: 0\n"),
+            5,
+            15,
+        ),
+        (
+            "limits_cpu_secs_too_many",
+            format!("{HEAD}  limits:\n    cpu_secs: 999999\n"),
+            5,
+            15,
+        ),
+    ];
+    let cases: Vec<Case<'_>> = cases
+        .iter()
+        .map(|(name, yaml, line, column)| (*name, yaml.as_str(), *line, *column))
+        .collect();
+    check(&cases);
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use pretty_assertions::assert_eq;
 use toren_config::{load_agent, parse_agent};
-use toren_protocol::{AgentSpec, ApprovalPolicy, SandboxSpec};
+use toren_protocol::{AgentSpec, ApprovalPolicy, ResourceLimits, SandboxSpec};
 
 fn parse(yaml: &str) -> AgentSpec {
     match parse_agent(Path::new("agents/x.yaml"), yaml) {
@@ -39,6 +39,11 @@ fn sandbox_true_means_every_default() {
             network: false,
             approval: ApprovalPolicy::Always,
             env: vec![],
+            limits: ResourceLimits {
+                memory: 2 * 1024 * 1024 * 1024,
+                pids: 512,
+                cpu_secs: 600,
+            },
         })
     );
 }
@@ -75,6 +80,7 @@ sandbox:
   env:
     - MY_APP_DB_URL
     - _PRIVATE_TOKEN2
+  limits: {memory: 512MiB, pids: 64, cpu_secs: 30}
 max_turns: 7
 ";
     assert_eq!(
@@ -88,11 +94,54 @@ max_turns: 7
                 network: true,
                 approval: ApprovalPolicy::Never,
                 env: vec!["MY_APP_DB_URL".to_owned(), "_PRIVATE_TOKEN2".to_owned()],
+                limits: ResourceLimits {
+                    memory: 512 * 1024 * 1024,
+                    pids: 64,
+                    cpu_secs: 30,
+                },
             }),
             max_turns: 7,
             source: None,
         }
     );
+}
+
+#[test]
+fn limits_take_sizes_in_any_unambiguous_unit_and_default_what_is_left_out() {
+    let limits = |yaml: &str| {
+        let file = format!("name: a\nmodel: openai/gpt-5\nsandbox:\n  limits: {yaml}\n");
+        parse(&file).sandbox.expect("a sandbox").limits
+    };
+    let defaults = ResourceLimits::default();
+    let cases = [
+        ("{}", defaults),
+        (
+            "{memory: 1GB}",
+            ResourceLimits {
+                memory: 1_000_000_000,
+                ..defaults
+            },
+        ),
+        (
+            "{memory: 3 gib, pids: 8}",
+            ResourceLimits {
+                memory: 3 << 30,
+                pids: 8,
+                ..defaults
+            },
+        ),
+        (
+            "{memory: 16777216, cpu_secs: 86400}",
+            ResourceLimits {
+                memory: 16 << 20,
+                cpu_secs: 86_400,
+                ..defaults
+            },
+        ),
+    ];
+    for (yaml, want) in cases {
+        assert_eq!((yaml, limits(yaml)), (yaml, want));
+    }
 }
 
 #[test]

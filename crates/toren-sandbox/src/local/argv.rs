@@ -3,10 +3,10 @@
 //! [`HostLayout::probe`], which records how the host's `/bin`, `/lib`… are laid out so the
 //! sandbox can mirror them. The spawning lives in `exec`.
 //!
-//! The sandbox's root is a fresh tmpfs holding only: `/usr` read-only, the top-level
-//! `/bin`-like directories (as symlinks or read-only binds, like the host), the few files of
-//! `/etc` that programs need, fresh `/proc`, `/dev` and `/tmp`, and the workspace at
-//! [`SANDBOX_WORKDIR`]. No home directory, no Toren state, no other workspace, no host
+//! The sandbox's root is a fresh, read-only tmpfs holding only: `/usr` read-only, the
+//! top-level `/bin`-like directories (as symlinks or read-only binds, like the host), the few
+//! files of `/etc` that programs need, fresh `/proc`, a read-only `/dev`, size-limited
+//! `/tmp` and `/dev/shm`, and the workspace at [`SANDBOX_WORKDIR`]. No home directory, no Toren state, no other workspace, no host
 //! `/tmp`. Values of granted variables never appear here: they travel in the process
 //! environment ([`sandbox_env`]), never in argv (I-7).
 
@@ -113,9 +113,15 @@ pub struct BwrapSpec<'a> {
     /// Whether the sandbox shares the host's network (`network: true`).
     pub network: bool,
     pub layout: &'a HostLayout,
+    /// Bytes the sandbox's `/tmp` may hold (it lives in memory); `/dev/shm` gets at most
+    /// [`SHM_SIZE`] of it.
+    pub tmp_size: u64,
     /// The shell command to run.
     pub command: &'a str,
 }
+
+/// The most `/dev/shm` may hold, as docker's default.
+pub const SHM_SIZE: u64 = 64 * 1024 * 1024;
 
 /// The arguments to pass to `bwrap` (without the program name) to run `spec.command`.
 pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
@@ -153,14 +159,27 @@ pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
     for entry in ETC_ENTRIES.iter().chain(network_entries) {
         argv.push(["--ro-bind-try", entry, entry]);
     }
-    argv.push(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    // The memory-backed filesystems are sized, and the rest of `/dev` and the root itself
+    // are read-only, so no command can fill the host's memory through them.
+    let tmp = spec.tmp_size.to_string();
+    let shm = spec.tmp_size.min(SHM_SIZE).to_string();
+    argv.push(["--proc", "/proc", "--dev", "/dev"]);
+    argv.push([
+        "--size",
+        &shm,
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+    ]);
+    argv.push(["--size", &tmp, "--tmpfs", "/tmp"]);
 
     argv.push_os([
         "--bind".as_ref(),
         spec.workspace.as_os_str(),
         SANDBOX_WORKDIR.as_ref(),
     ]);
-    argv.push(["--chdir", SANDBOX_WORKDIR]);
+    argv.push(["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR]);
     argv.push(["--", SHELL, "-c", spec.command]);
     argv.0
 }

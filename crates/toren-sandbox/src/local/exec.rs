@@ -1,6 +1,7 @@
-//! Running one bubblewrap invocation: spawn it with a cleared environment, collect stdout
-//! and stderr from one shared pipe (so they interleave in arrival order) into a bounded
-//! [`Capture`], and enforce the timeout by killing the whole process group.
+//! Running one bubblewrap invocation: spawn it with a cleared environment under its
+//! resource limits (prepared by `limits`), collect stdout and stderr from one shared pipe
+//! (so they interleave in arrival order) into a bounded [`Capture`], enforce the timeout by
+//! killing the whole process group, and finally empty and remove the call's cgroups.
 //!
 //! bwrap runs the command in a fresh pid namespace with `--die-with-parent`: when bash
 //! exits, or bwrap is killed, the kernel kills everything the command started (background
@@ -19,6 +20,9 @@ use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
+use toren_protocol::ResourceLimits;
+
+use super::limits::{LimitHit, Prepared};
 use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::sandbox::{ExecOutput, ExecRequest};
@@ -41,6 +45,8 @@ pub(crate) async fn run(
     argv: Vec<OsString>,
     env: &[(String, String)],
     req: &ExecRequest,
+    limits: &ResourceLimits,
+    prepared: Prepared,
 ) -> Result<ExecOutput> {
     let (sender, mut receiver) =
         pipe::pipe().map_err(|e| Error::io("cannot create a pipe for the command's output", e))?;
@@ -61,6 +67,8 @@ pub(crate) async fn run(
         .stderr(Stdio::from(stderr))
         .process_group(0)
         .kill_on_drop(true);
+    let Prepared { cgroup, setup } = prepared;
+    setup.install(&mut command);
     let mut child = command
         .spawn()
         .map_err(|e| Error::io(format!("cannot start `{}`", bwrap.display()), e))?;
@@ -109,6 +117,20 @@ pub(crate) async fn run(
         }
     }
 
+    let mut limits_hit = Vec::new();
+    if let Some(cgroup) = cgroup {
+        let (oom, pids_max) = cgroup.events();
+        cgroup.finish().await;
+        if oom {
+            limits_hit.push(LimitHit::Memory {
+                limit: limits.memory,
+            });
+        }
+        if pids_max {
+            limits_hit.push(LimitHit::Pids { limit: limits.pids });
+        }
+    }
+
     let (output, truncated) = capture.finish();
     let exit_code = if timed_out {
         None
@@ -119,6 +141,7 @@ pub(crate) async fn run(
         ?exit_code,
         timed_out,
         truncated,
+        ?limits_hit,
         "sandboxed command finished"
     );
     Ok(ExecOutput {
@@ -126,6 +149,7 @@ pub(crate) async fn run(
         output,
         truncated,
         timed_out,
+        limits_hit,
     })
 }
 

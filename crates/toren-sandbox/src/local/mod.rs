@@ -3,7 +3,9 @@
 //! [`Sandbox`] per run; the argv is built by the pure `argv` module and run by `exec`.
 
 mod argv;
+mod cgroup;
 mod exec;
+mod limits;
 
 use std::fmt;
 use std::fs::DirBuilder;
@@ -13,12 +15,17 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use toren_protocol::{ResolvedPolicy, RunId};
+use toren_protocol::{ResolvedPolicy, ResourceLimits, RunId};
 
-pub use argv::{BwrapSpec, HostLayout, RootEntry, SANDBOX_PATH, SHELL, bwrap_argv, sandbox_env};
+pub use argv::{
+    BwrapSpec, HostLayout, RootEntry, SANDBOX_PATH, SHELL, SHM_SIZE, bwrap_argv, sandbox_env,
+};
+pub use limits::{Enforcement, LimitEnforcement, LimitHit};
+
+use limits::Limiter;
 
 use crate::error::{Error, Result};
-use crate::sandbox::{ExecOutput, ExecRequest, Sandbox};
+use crate::sandbox::{ExecOutput, ExecRequest, Sandbox, check_command};
 use crate::workspace::Workspace;
 
 /// Where `bwrap` is looked for when the settings name no path.
@@ -39,14 +46,16 @@ pub struct LocalBackend {
     settings: LocalSettings,
     bwrap: Option<PathBuf>,
     layout: Arc<HostLayout>,
+    limiter: Arc<Limiter>,
 }
 
 impl LocalBackend {
     /// The backend's name, as recorded in policies and events.
     pub const NAME: &'static str = "local";
 
-    /// Finds bwrap and records the host's directory layout; call [`check`](Self::check)
-    /// once at startup to find out whether sandboxes can actually be created.
+    /// Finds bwrap, records the host's directory layout and finds how resource limits can
+    /// be enforced here; call [`check`](Self::check) once at startup to find out whether
+    /// sandboxes can actually be created.
     pub fn new(settings: LocalSettings) -> Self {
         let bwrap = match &settings.bwrap {
             Some(path) => path.is_file().then(|| path.clone()),
@@ -59,11 +68,17 @@ impl LocalBackend {
             settings,
             bwrap,
             layout: Arc::new(HostLayout::probe()),
+            limiter: Arc::new(Limiter::probe()),
         }
     }
 
     pub fn settings(&self) -> &LocalSettings {
         &self.settings
+    }
+
+    /// How each resource limit is enforced on this host.
+    pub fn enforcement(&self) -> LimitEnforcement {
+        self.limiter.enforcement()
     }
 
     /// Runs `true` in a sandbox built exactly like a real one (over the sandbox root), so a
@@ -85,6 +100,7 @@ impl LocalBackend {
             workspace: root,
             network: false,
             layout: &self.layout,
+            tmp_size: ResourceLimits::default().memory,
             command: "true",
         };
         let probe = std::process::Command::new(bwrap)
@@ -95,6 +111,15 @@ impl LocalBackend {
             .output()
             .map_err(|e| Error::io(format!("cannot start `{}`", bwrap.display()), e))?;
         if probe.status.success() {
+            let enforcement = self.enforcement();
+            tracing::info!(%enforcement, "sandbox resource limits");
+            if enforcement.pids == Enforcement::Unenforced {
+                tracing::warn!(
+                    "no limit on the number of processes a sandboxed command may start: no \
+                     writable cgroup was found, and RLIMIT_NPROC does not bind root; see \
+                     SECURITY.md"
+                );
+            }
             Ok(())
         } else {
             let stderr = String::from_utf8_lossy(&probe.stderr).trim().to_owned();
@@ -137,6 +162,8 @@ impl LocalBackend {
             workspace,
             network: policy.network,
             layout: Arc::clone(&self.layout),
+            limiter: Arc::clone(&self.limiter),
+            limits: policy.limits,
             env: sandbox_env(&env),
         }))
     }
@@ -175,6 +202,8 @@ struct LocalSandbox {
     workspace: Workspace,
     network: bool,
     layout: Arc<HostLayout>,
+    limiter: Arc<Limiter>,
+    limits: ResourceLimits,
     /// The command's whole environment, granted values included: never logged.
     env: Vec<(String, String)>,
 }
@@ -184,6 +213,7 @@ impl fmt::Debug for LocalSandbox {
         f.debug_struct("LocalSandbox")
             .field("workspace", &self.workspace.path())
             .field("network", &self.network)
+            .field("limits", &self.limits)
             .field(
                 "env",
                 &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
@@ -207,12 +237,26 @@ impl Sandbox for LocalSandbox {
     }
 
     async fn exec(&self, req: ExecRequest) -> Result<ExecOutput> {
+        check_command(&req.command)?;
         let spec = BwrapSpec {
             workspace: self.workspace.path(),
             network: self.network,
             layout: &self.layout,
+            tmp_size: self.limits.memory,
             command: &req.command,
         };
-        exec::run(&self.bwrap, bwrap_argv(&spec), &self.env, &req).await
+        let prepared = self
+            .limiter
+            .prepare(&self.limits)
+            .map_err(|e| Error::io("cannot set up the command's resource limits", e))?;
+        exec::run(
+            &self.bwrap,
+            bwrap_argv(&spec),
+            &self.env,
+            &req,
+            &self.limits,
+            prepared,
+        )
+        .await
     }
 }

@@ -10,6 +10,7 @@ fn render(network: bool, layout: &HostLayout) -> String {
         workspace: Path::new("/srv/toren/sandboxes/run_01abc"),
         network,
         layout,
+        tmp_size: 2 * 1024 * 1024 * 1024,
         command: "echo hi && ls",
     };
     let argv = bwrap_argv(&spec);

@@ -32,6 +32,7 @@ async fn fixture_with(network: bool, env: Vec<(String, String)>) -> Fixture {
         network,
         approval: ApprovalPolicy::Never,
         env: env.iter().map(|(name, _)| name.clone()).collect(),
+        limits: Default::default(),
     };
     let sandbox = backend(&root)
         .open(&RunId::new(), &policy, env)
@@ -65,6 +66,7 @@ fn ok(output: &str) -> ExecOutput {
         output: output.to_owned(),
         truncated: false,
         timed_out: false,
+        limits_hit: Vec::new(),
     }
 }
 
@@ -203,6 +205,7 @@ async fn invalid_granted_variables_are_refused() {
         network: false,
         approval: ApprovalPolicy::Always,
         env: vec!["A=B".to_owned()],
+        limits: Default::default(),
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
     let err = backend(&root)
@@ -263,7 +266,8 @@ async fn timeout_kills_the_command_and_its_children() {
             exit_code: None,
             output: "before\n".to_owned(),
             truncated: false,
-            timed_out: true
+            timed_out: true,
+            limits_hit: Vec::new(),
         }
     );
 }
@@ -326,7 +330,8 @@ async fn stdout_and_stderr_interleave_in_order_and_exit_codes_are_reported() {
             exit_code: Some(3),
             output: "out1\nerr1\nout2\nerr2\n".to_owned(),
             truncated: false,
-            timed_out: false
+            timed_out: false,
+            limits_hit: Vec::new(),
         }
     );
     assert_eq!(f.run("kill -9 $$").await.exit_code, Some(137));

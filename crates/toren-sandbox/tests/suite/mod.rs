@@ -1,3 +1,5 @@
 mod argv;
+mod fuzz_paths;
+mod limits;
 mod local;
 mod workspace;

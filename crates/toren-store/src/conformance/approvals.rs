@@ -7,10 +7,10 @@ use super::fixtures::{approval_requested, decision, new_run, ok, run_cancelled};
 use crate::{Error, EventLog};
 
 pub async fn first_decision_wins(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "approve me").await;
+    let (run_id, _, lease) = new_run(store, "approve me").await;
     ok(
         store
-            .append(&run_id, 1, vec![approval_requested("toolu_a")])
+            .append(&lease, 1, vec![approval_requested("toolu_a")])
             .await,
         "request",
     );
@@ -45,11 +45,11 @@ pub async fn first_decision_wins(store: &dyn EventLog) {
 }
 
 pub async fn decision_without_request_is_refused(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "nothing pending").await;
-    let (other_run, _) = new_run(store, "someone else's call").await;
+    let (run_id, _, _) = new_run(store, "nothing pending").await;
+    let (_, _, other_lease) = new_run(store, "someone else's call").await;
     ok(
         store
-            .append(&other_run, 1, vec![approval_requested("toolu_elsewhere")])
+            .append(&other_lease, 1, vec![approval_requested("toolu_elsewhere")])
             .await,
         "request",
     );
@@ -73,11 +73,11 @@ pub async fn decision_without_request_is_refused(store: &dyn EventLog) {
 }
 
 pub async fn decision_on_ended_run_is_refused(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "cancel while waiting").await;
+    let (run_id, _, lease) = new_run(store, "cancel while waiting").await;
     ok(
         store
             .append(
-                &run_id,
+                &lease,
                 1,
                 vec![approval_requested("toolu_c"), run_cancelled()],
             )
@@ -105,9 +105,9 @@ pub async fn decision_on_ended_run_is_refused(store: &dyn EventLog) {
 }
 
 pub async fn pending_calls_are_decided_independently(store: &dyn EventLog) {
-    let (run_id, _) = new_run(store, "two calls").await;
+    let (run_id, _, lease) = new_run(store, "two calls").await;
     let requests = vec![approval_requested("toolu_1"), approval_requested("toolu_2")];
-    ok(store.append(&run_id, 1, requests).await, "requests");
+    ok(store.append(&lease, 1, requests).await, "requests");
 
     ok(
         store

@@ -1,17 +1,20 @@
 //! Conformance checks with many writers at once, as spawned tasks: appenders racing for the
-//! same seq, appenders that retry until their events are in, and humans deciding the same
-//! call from several places. The store must serialise them: one winner per seq or per call,
-//! and a gap-free log.
+//! same seq, appenders that retry until their events are in, humans deciding the same call
+//! from several places, processes racing to acquire one run, and appenders holding current
+//! and taken-over leases. The store must serialise them: one winner per seq, call or lease,
+//! no write with a lost lease, and a gap-free log.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
-use toren_protocol::{Event, EventKind, RunId};
+use toren_protocol::{Event, EventKind};
 
-use super::fixtures::{approval_requested, call_id, decision, new_run, ok, tool_started};
-use crate::{Error, EventLog, Result};
+use super::fixtures::{
+    PAST_TTL, TTL, approval_requested, call_id, decision, new_run, ok, tool_started,
+};
+use crate::{Error, EventLog, Lease, Result, TestClock};
 
 const WRITERS: usize = 12;
 const ROUNDS: u64 = 4;
@@ -21,17 +24,18 @@ const EVENTS_PER_WRITER: usize = 4;
 const MAX_TRIES: usize = 50 * WRITERS * EVENTS_PER_WRITER;
 
 pub async fn concurrent_appenders_get_one_winner_per_seq(store: &Arc<dyn EventLog>) {
-    let (run_id, _) = new_run(&**store, "race for the next seq").await;
+    let (run_id, _, lease) = new_run(&**store, "race for the next seq").await;
 
-    // Rounds of WRITERS tasks appending after the same seq at the same moment.
+    // Rounds of WRITERS tasks appending after the same seq at the same moment, all with the
+    // one lease (tasks of one process): the lease lets them all in, the seq picks one.
     let mut winners = Vec::new();
     for round in 0..ROUNDS {
         let last = 1 + round;
         let results = race(WRITERS, |writer| {
-            let (store, run_id) = (Arc::clone(store), run_id.clone());
+            let (store, lease) = (Arc::clone(store), lease.clone());
             async move {
                 let kind = tool_started(&format!("round{round}-writer{writer}"));
-                store.append(&run_id, last, vec![kind]).await
+                store.append(&lease, last, vec![kind]).await
             }
         })
         .await;
@@ -66,10 +70,10 @@ pub async fn concurrent_appenders_get_one_winner_per_seq(store: &Arc<dyn EventLo
     );
 
     // Writers that retry on Conflict until all their events are in.
-    let (run_id, _) = new_run(&**store, "everyone gets in").await;
+    let (run_id, _, lease) = new_run(&**store, "everyone gets in").await;
     let results = race(WRITERS, |writer| {
-        let (store, run_id) = (Arc::clone(store), run_id.clone());
-        async move { append_with_retries(&*store, &run_id, writer).await }
+        let (store, lease) = (Arc::clone(store), lease.clone());
+        async move { append_with_retries(&*store, &lease, writer).await }
     })
     .await;
     for result in results {
@@ -101,10 +105,10 @@ pub async fn concurrent_appenders_get_one_winner_per_seq(store: &Arc<dyn EventLo
 }
 
 pub async fn concurrent_decisions_get_one_winner(store: &Arc<dyn EventLog>) {
-    let (run_id, _) = new_run(&**store, "decide from everywhere").await;
+    let (run_id, _, lease) = new_run(&**store, "decide from everywhere").await;
     ok(
         store
-            .append(&run_id, 1, vec![approval_requested("toolu_race")])
+            .append(&lease, 1, vec![approval_requested("toolu_race")])
             .await,
         "request",
     );
@@ -152,15 +156,128 @@ pub async fn concurrent_decisions_get_one_winner(store: &Arc<dyn EventLog>) {
     );
 }
 
+/// Processes racing to acquire one run: when nobody holds it (released, then expired),
+/// exactly one wins and every other is told who did.
+pub async fn racing_acquirers_get_one_lease(store: &Arc<dyn EventLog>, clock: &TestClock) {
+    let (run_id, _, lease) = new_run(&**store, "up for grabs").await;
+    ok(store.release_lease(&lease).await, "release");
+    let mut last_token = lease.token;
+    for round in ["released", "expired"] {
+        if round == "expired" {
+            clock.advance(PAST_TTL);
+        }
+        let results = race(WRITERS, |racer| {
+            let (store, run_id) = (Arc::clone(store), run_id.clone());
+            async move {
+                let holder = format!("racer-{racer}");
+                store.acquire_lease(&run_id, &holder, TTL).await
+            }
+        })
+        .await;
+        let (won, lost): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+        let won: Vec<Lease> = won.into_iter().flatten().collect();
+        assert_eq!(
+            won.len(),
+            1,
+            "exactly one of {WRITERS} acquirers of a {round} run must win, got {won:?}"
+        );
+        let winner = &won[0];
+        for refusal in lost {
+            assert!(
+                matches!(&refusal, Err(Error::Leased { holder, .. }) if *holder == winner.holder),
+                "a losing acquirer must be told the winner holds the run, got {refusal:?}"
+            );
+        }
+        assert!(winner.token > last_token, "the winner gets a new token");
+        last_token = winner.token;
+        assert_eq!(
+            ok(store.run(&run_id).await, "run").lease,
+            Some(winner.info()),
+            "the run is held by the winner"
+        );
+    }
+}
+
+/// Rounds of takeovers: each round a new holder takes the expired run over, then writers
+/// with the new lease and writers with every older lease append after the same seq at once.
+/// Only a writer with the current lease may win; stale ones get `LeaseLost`.
+pub async fn fenced_appenders_race_across_takeovers(store: &Arc<dyn EventLog>, clock: &TestClock) {
+    let (run_id, _, first) = new_run(&**store, "taken over and over").await;
+    let mut leases = vec![first];
+    let mut winners = Vec::new();
+    for round in 0..ROUNDS {
+        clock.advance(PAST_TTL);
+        let holder = format!("worker-{round}");
+        let current = ok(
+            store.acquire_lease(&run_id, &holder, TTL).await,
+            "take over",
+        );
+        leases.push(current.clone());
+        let last = 1 + round;
+        let results = race(WRITERS, |writer| {
+            // Even writers hold the current lease, odd ones one of the stale leases.
+            let lease = if writer % 2 == 0 {
+                current.clone()
+            } else {
+                leases[writer % (leases.len() - 1)].clone()
+            };
+            let store = Arc::clone(store);
+            async move {
+                let kind = tool_started(&format!("{}#{writer}", lease.holder));
+                (lease.token, store.append(&lease, last, vec![kind]).await)
+            }
+        })
+        .await;
+        let mut won = Vec::new();
+        for (token, result) in results {
+            match result {
+                Ok(mut events) if token == current.token => won.append(&mut events),
+                Ok(events) => panic!("a writer with stale lease #{token} wrote {events:?}"),
+                Err(Error::LeaseLost { now_held_by, .. }) if token != current.token => {
+                    assert_eq!(
+                        now_held_by,
+                        Some(holder.clone()),
+                        "LeaseLost names the holder"
+                    );
+                }
+                Err(Error::Conflict { .. }) if token == current.token => {}
+                Err(e) => panic!(
+                    "writer with lease #{token} (current #{}): {e}",
+                    current.token
+                ),
+            }
+        }
+        assert_eq!(
+            won.len(),
+            1,
+            "exactly one writer with the current lease must win round {round}"
+        );
+        winners.append(&mut won);
+    }
+    let log = ok(store.read(&run_id, 0).await, "read");
+    assert_eq!(
+        log[1..].to_vec(),
+        winners,
+        "the log holds exactly the winners' events, in order"
+    );
+    for (round, event) in winners.iter().enumerate() {
+        let name = call_id(&event.kind).unwrap_or_default();
+        assert!(
+            name.starts_with(&format!("worker-{round}#")),
+            "round {round} was won by `{name}`, not by that round's holder"
+        );
+    }
+}
+
 /// Appends `EVENTS_PER_WRITER` events named `writerN/i`, one per call, re-reading the log
 /// after each Conflict.
-async fn append_with_retries(store: &dyn EventLog, run_id: &RunId, writer: usize) -> Result<()> {
+async fn append_with_retries(store: &dyn EventLog, lease: &Lease, writer: usize) -> Result<()> {
     for i in 0..EVENTS_PER_WRITER {
         let kind = tool_started(&format!("writer{writer:02}/{i}"));
         let mut tries = 0;
         loop {
-            let last = store.run(run_id).await?.last_seq;
-            match store.append(run_id, last, vec![kind.clone()]).await {
+            let last = store.run(&lease.run_id).await?.last_seq;
+            match store.append(lease, last, vec![kind.clone()]).await {
                 Ok(_) => break,
                 Err(Error::Conflict { .. }) if tries < MAX_TRIES => tries += 1,
                 Err(e) => return Err(e),

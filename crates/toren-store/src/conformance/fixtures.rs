@@ -1,16 +1,28 @@
 //! Realistic events for the conformance checks, and the one helper that turns a store
 //! error into a test failure with a message.
 
+use std::time::Duration;
+
 use toren_protocol::{
     AgentSpec, ApprovalDecided, ApprovalPolicy, ApprovalRequested, AssistantMessage, Event,
     EventKind, ModelResponded, ResolvedPolicy, RunCancelled, RunCompleted, RunCreated, RunFailed,
     RunId, SandboxSpec, ToolCall, ToolCompleted, ToolStarted, Usage,
 };
 
-use crate::{EventLog, Result};
+use crate::{EventLog, Lease, Result};
 
 /// The agent name every conformance run is created with.
 pub(super) const AGENT: &str = "conformance-agent";
+
+/// The holder that creates every conformance run (and so holds its first lease).
+pub(super) const HOLDER: &str = "conformance-host:1001";
+
+/// The lease ttl of the checks: far longer than any check takes, so a lease expires only
+/// when a check moves the [`TestClock`](crate::TestClock) past it.
+pub(super) const TTL: Duration = Duration::from_secs(60);
+
+/// A step of the test clock that takes it past any lease granted before it for [`TTL`].
+pub(super) const PAST_TTL: Duration = Duration::from_secs(61);
 
 /// The value of `result`, or a failure that says which step failed and why.
 #[track_caller]
@@ -32,6 +44,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
                 network: false,
                 approval: ApprovalPolicy::Always,
                 env: vec!["GITHUB_TOKEN".to_owned()],
+                limits: Default::default(),
             }),
             max_turns: AgentSpec::DEFAULT_MAX_TURNS,
             source: Some("/srv/agents/conformance-agent.yaml".to_owned()),
@@ -42,6 +55,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             network: false,
             approval: ApprovalPolicy::Always,
             env: vec!["GITHUB_TOKEN".to_owned()],
+            limits: Default::default(),
         }),
         input: input.to_owned(),
     }
@@ -121,14 +135,16 @@ pub(super) fn run_cancelled() -> EventKind {
     })
 }
 
-/// A new run with a fresh id and its `run_created` event.
-pub(super) async fn new_run(store: &dyn EventLog, input: &str) -> (RunId, Event) {
+/// A new run with a fresh id, its `run_created` event and [`HOLDER`]'s lease on it.
+pub(super) async fn new_run(store: &dyn EventLog, input: &str) -> (RunId, Event, Lease) {
     let run_id = RunId::new();
-    let created = ok(
-        store.create_run(&run_id, run_created(input)).await,
+    let (created, lease) = ok(
+        store
+            .create_run(&run_id, run_created(input), HOLDER, TTL)
+            .await,
         "create_run",
     );
-    (run_id, created)
+    (run_id, created, lease)
 }
 
 /// The call id of an event that names one, for checks that follow a tool call.

@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use toren_protocol::{Event, RunId, RunStatus};
 
-use crate::{Error, Result, RunSummary};
+use crate::{Error, LeaseInfo, Result, RunSummary};
 
 /// A timestamp as stored: RFC 3339, UTC, always nine fractional digits, so that text order
 /// is time order (`ORDER BY created_at`).
@@ -19,6 +19,12 @@ pub(super) fn seq_to_sql(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
 
+/// A lease token as an SQLite integer. Tokens grow by one per acquisition of a run, so
+/// `i64::MAX` is out of reach.
+pub(super) fn token_to_sql(token: u64) -> i64 {
+    i64::try_from(token).unwrap_or(i64::MAX)
+}
+
 pub(super) fn status(run_id: &str, text: &str) -> Result<RunStatus> {
     text.parse()
         .map_err(|e| corrupt_run(run_id, format!("{e}")))
@@ -26,6 +32,31 @@ pub(super) fn status(run_id: &str, text: &str) -> Result<RunStatus> {
 
 pub(super) fn last_seq(run_id: &str, value: i64) -> Result<u64> {
     u64::try_from(value).map_err(|_| corrupt_run(run_id, format!("negative last_seq {value}")))
+}
+
+/// A lease token column: `0` before the run's first lease.
+pub(super) fn token(run_id: &str, value: i64) -> Result<u64> {
+    u64::try_from(value).map_err(|_| corrupt_run(run_id, format!("negative lease_token {value}")))
+}
+
+/// The `lease_holder` and `lease_expires_at` columns: both set while a lease is held,
+/// both null otherwise.
+pub(super) fn lease(
+    run_id: &str,
+    holder: Option<String>,
+    expires_at: Option<String>,
+) -> Result<Option<LeaseInfo>> {
+    match (holder, expires_at) {
+        (Some(holder), Some(at)) => Ok(Some(LeaseInfo {
+            holder,
+            expires_at: timestamp(run_id, "lease_expires_at", &at)?,
+        })),
+        (None, None) => Ok(None),
+        (Some(_), None) | (None, Some(_)) => Err(corrupt_run(
+            run_id,
+            "it has a lease holder without an expiry or an expiry without a holder".to_owned(),
+        )),
+    }
 }
 
 fn timestamp(run_id: &str, column: &str, text: &str) -> Result<Timestamp> {
@@ -67,7 +98,8 @@ impl EventRow {
     }
 }
 
-/// `SELECT id, agent, status, created_at, updated_at, last_seq FROM runs`.
+/// `SELECT id, agent, status, created_at, updated_at, last_seq, lease_holder,
+/// lease_expires_at FROM runs`.
 #[derive(sqlx::FromRow)]
 pub(super) struct RunRow {
     id: String,
@@ -76,6 +108,8 @@ pub(super) struct RunRow {
     created_at: String,
     updated_at: String,
     last_seq: i64,
+    lease_holder: Option<String>,
+    lease_expires_at: Option<String>,
 }
 
 impl RunRow {
@@ -89,6 +123,7 @@ impl RunRow {
             created_at: timestamp(id, "created_at", &self.created_at)?,
             updated_at: timestamp(id, "updated_at", &self.updated_at)?,
             last_seq: last_seq(id, self.last_seq)?,
+            lease: lease(id, self.lease_holder, self.lease_expires_at)?,
             agent: self.agent,
         })
     }

@@ -1,22 +1,33 @@
 //! The conformance suite against real SQLite files: each check on a fresh file, the whole
 //! suite on one shared file, and the whole suite through two separate stores (two pools,
-//! as two processes would have) on one file.
+//! as two processes would have) on one file. Every store reads a shared `TestClock`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use toren_protocol::{ApprovalDecided, Event, EventKind, RunCreated, RunId};
-use toren_store::{EventLog, Result, RunSummary, SqliteStore, conformance};
+use toren_store::{EventLog, Lease, Result, RunSummary, SqliteStore, TestClock, conformance};
 
-use super::common::{temp_store, url_in};
+use super::common::{temp_store_with_clock, url_in};
 
 macro_rules! check_on_fresh_file {
     ($($check:ident),* $(,)?) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn $check() {
-            let (_dir, store) = temp_store().await;
+            let (_dir, store, _clock) = temp_store_with_clock().await;
             conformance::$check(&store).await;
+        }
+    )*};
+}
+
+macro_rules! check_with_clock_on_fresh_file {
+    ($($check:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $check() {
+            let (_dir, store, clock) = temp_store_with_clock().await;
+            conformance::$check(&store, &clock).await;
         }
     )*};
 }
@@ -37,34 +48,68 @@ check_on_fresh_file!(
     pending_calls_are_decided_independently,
 );
 
+check_with_clock_on_fresh_file!(
+    leases_are_renewed_and_released,
+    a_live_lease_keeps_other_holders_out,
+    an_expired_lease_can_be_taken_over,
+    a_dead_holders_lease_can_be_taken_over,
+    tokens_strictly_increase,
+    ended_runs_cannot_be_leased,
+    approvals_need_no_lease,
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appenders_get_one_winner_per_seq() {
-    let (_dir, store) = temp_store().await;
+    let (_dir, store, _clock) = temp_store_with_clock().await;
     conformance::concurrent_appenders_get_one_winner_per_seq(&(Arc::new(store) as _)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_decisions_get_one_winner() {
-    let (_dir, store) = temp_store().await;
+    let (_dir, store, _clock) = temp_store_with_clock().await;
     conformance::concurrent_decisions_get_one_winner(&(Arc::new(store) as _)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_acquirers_through_two_stores_get_one_lease() {
+    let (_dir, store, clock) = two_stores_on_one_file().await;
+    conformance::racing_acquirers_get_one_lease(&(Arc::new(store) as _), &clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fenced_appenders_through_two_stores_race_across_takeovers() {
+    let (_dir, store, clock) = two_stores_on_one_file().await;
+    conformance::fenced_appenders_race_across_takeovers(&(Arc::new(store) as _), &clock).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn whole_suite_on_one_file() {
-    let (_dir, store) = temp_store().await;
-    conformance::run_all(Arc::new(store)).await;
+    let (_dir, store, clock) = temp_store_with_clock().await;
+    conformance::run_all(Arc::new(store), &clock).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn whole_suite_through_two_stores_on_one_file() {
+    let (_dir, store, clock) = two_stores_on_one_file().await;
+    conformance::run_all(Arc::new(store), &clock).await;
+}
+
+/// Two stores opened separately on one new file, both reading one clock.
+async fn two_stores_on_one_file() -> (tempfile::TempDir, Alternating, Arc<TestClock>) {
     let dir = tempfile::tempdir().unwrap();
-    let first = SqliteStore::open(&url_in(&dir)).await.unwrap();
-    let second = SqliteStore::open(&url_in(&dir)).await.unwrap();
-    conformance::run_all(Arc::new(Alternating {
-        stores: [first, second],
+    let clock = Arc::new(TestClock::new());
+    let open = || async {
+        SqliteStore::open(&url_in(&dir))
+            .await
+            .unwrap()
+            .with_clock(clock.clone())
+    };
+    let stores = [open().await, open().await];
+    let alternating = Alternating {
+        stores,
         next: 0.into(),
-    }))
-    .await;
+    };
+    (dir, alternating, clock)
 }
 
 /// Sends each call to the next of two stores in turn, so racing writers go through
@@ -82,17 +127,23 @@ impl Alternating {
 
 #[async_trait]
 impl EventLog for Alternating {
-    async fn create_run(&self, run_id: &RunId, created: RunCreated) -> Result<Event> {
-        self.pick().create_run(run_id, created).await
+    async fn create_run(
+        &self,
+        run_id: &RunId,
+        created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(Event, Lease)> {
+        self.pick().create_run(run_id, created, holder, ttl).await
     }
 
     async fn append(
         &self,
-        run_id: &RunId,
+        lease: &Lease,
         after_seq: u64,
         kinds: Vec<EventKind>,
     ) -> Result<Vec<Event>> {
-        self.pick().append(run_id, after_seq, kinds).await
+        self.pick().append(lease, after_seq, kinds).await
     }
 
     async fn read(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>> {
@@ -109,5 +160,29 @@ impl EventLog for Alternating {
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
         self.pick().decide_approval(run_id, decision).await
+    }
+
+    async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
+        self.pick().acquire_lease(run_id, holder, ttl).await
+    }
+
+    async fn take_over_lease(
+        &self,
+        run_id: &RunId,
+        dead_holder: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        self.pick()
+            .take_over_lease(run_id, dead_holder, holder, ttl)
+            .await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        self.pick().renew_lease(lease, ttl).await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        self.pick().release_lease(lease).await
     }
 }

@@ -128,6 +128,7 @@ fn expected() -> Vec<Event> {
         network: false,
         approval: ApprovalPolicy::Always,
         env: vec![s("GITHUB_TOKEN")],
+        limits: Default::default(),
     };
     let answer = "There are 42 Rust files in the project.";
     vec![
@@ -147,6 +148,7 @@ fn expected() -> Vec<Event> {
                         network: false,
                         approval: ApprovalPolicy::Always,
                         env: vec![s("GITHUB_TOKEN")],
+                        limits: Default::default(),
                     }),
                     max_turns: 50,
                     source: Some(s("/home/ana/agents/repo-helper.yaml")),
@@ -292,6 +294,7 @@ fn expected() -> Vec<Event> {
                         network: true,
                         approval: ApprovalPolicy::Always,
                         env: vec![],
+                        limits: Default::default(),
                     }),
                     max_turns: 50,
                     source: None,
@@ -302,6 +305,7 @@ fn expected() -> Vec<Event> {
                     network: true,
                     approval: ApprovalPolicy::Always,
                     env: vec![],
+                    limits: Default::default(),
                 }),
                 input: s("Free some disk space."),
             }),

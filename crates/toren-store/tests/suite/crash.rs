@@ -3,6 +3,7 @@
 //! aborts without closing anything; the parent reopens the file and finds every event.
 
 use std::process::Command;
+use std::time::Duration;
 
 use toren_protocol::{AgentSpec, Event, EventKind, RunCreated, RunId, ToolCompleted, ToolStarted};
 use toren_store::{EventLog, SqliteStore};
@@ -69,13 +70,17 @@ async fn crash_child() {
         policy: None,
         input: "write, then die".into(),
     };
-    let mut acknowledged = vec![store.create_run(&run_id, created).await.unwrap()];
+    let (event, lease) = store
+        .create_run(&run_id, created, "crasher:1", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut acknowledged = vec![event];
     let started = EventKind::ToolStarted(ToolStarted {
         call_id: "toolu_c".into(),
         tool: "bash".into(),
         attempt: 1,
     });
-    acknowledged.extend(store.append(&run_id, 1, vec![started]).await.unwrap());
+    acknowledged.extend(store.append(&lease, 1, vec![started]).await.unwrap());
     let completed = EventKind::ToolCompleted(ToolCompleted {
         call_id: "toolu_c".into(),
         output: "done\n".into(),
@@ -90,7 +95,7 @@ async fn crash_child() {
     });
     acknowledged.extend(
         store
-            .append(&run_id, 2, vec![completed, started_again])
+            .append(&lease, 2, vec![completed, started_again])
             .await
             .unwrap(),
     );

@@ -2,6 +2,8 @@
 //! schema migrates once, WAL is really on, damaged rows are reported by run and seq, and
 //! URLs that are not `sqlite://PATH` are refused.
 
+use std::time::Duration;
+
 use pretty_assertions::assert_eq;
 use toren_protocol::{
     AgentSpec, ApprovalDecided, ApprovalRequested, EventKind, RunCreated, RunId, RunStatus,
@@ -10,6 +12,9 @@ use toren_protocol::{
 use toren_store::{Error, EventLog, SqliteStore};
 
 use super::common::{raw, temp_store, url_in};
+
+const HOLDER: &str = "test-host:1";
+const TTL: Duration = Duration::from_secs(60);
 
 fn created(input: &str) -> RunCreated {
     RunCreated {
@@ -39,12 +44,12 @@ async fn reopening_the_file_keeps_everything() {
     let dir = tempfile::tempdir().unwrap();
     let run_id = RunId::new();
     let store = SqliteStore::open(&url_in(&dir)).await.unwrap();
-    store
-        .create_run(&run_id, created("build it"))
+    let (_, lease) = store
+        .create_run(&run_id, created("build it"), HOLDER, TTL)
         .await
         .unwrap();
     store
-        .append(&run_id, 1, vec![approval_requested("toolu_1")])
+        .append(&lease, 1, vec![approval_requested("toolu_1")])
         .await
         .unwrap();
     let decision = ApprovalDecided {
@@ -82,7 +87,7 @@ async fn reopening_the_file_keeps_everything() {
     );
     let next = reopened
         .append(
-            &run_id,
+            &lease,
             3,
             vec![EventKind::ToolStarted(ToolStarted {
                 call_id: "toolu_1".into(),
@@ -92,7 +97,10 @@ async fn reopening_the_file_keeps_everything() {
         )
         .await
         .unwrap();
-    assert_eq!(next[0].seq, 4, "seqs continue after reopening");
+    assert_eq!(
+        next[0].seq, 4,
+        "seqs continue after reopening, and the lease still holds"
+    );
 }
 
 #[tokio::test]
@@ -126,7 +134,7 @@ async fn open_creates_missing_directories_and_migrates_once() {
 async fn the_journal_is_wal() {
     let (_dir, store) = temp_store().await;
     store
-        .create_run(&RunId::new(), created("hi"))
+        .create_run(&RunId::new(), created("hi"), HOLDER, TTL)
         .await
         .unwrap();
     // WAL is a property of the file: a plain connection that asked for nothing sees it.
@@ -162,9 +170,12 @@ async fn a_database_from_a_newer_toren_is_refused() {
 async fn an_undecodable_event_names_its_run_and_seq() {
     let (_dir, store) = temp_store().await;
     let run_id = RunId::new();
-    store.create_run(&run_id, created("hi")).await.unwrap();
+    let (_, lease) = store
+        .create_run(&run_id, created("hi"), HOLDER, TTL)
+        .await
+        .unwrap();
     store
-        .append(&run_id, 1, vec![approval_requested("toolu_x")])
+        .append(&lease, 1, vec![approval_requested("toolu_x")])
         .await
         .unwrap();
     let mut conn = raw(store.path()).await;
@@ -241,4 +252,66 @@ async fn many_openers_of_a_new_file_all_succeed() {
             open.await.unwrap().unwrap();
         }
     }
+}
+
+#[tokio::test]
+async fn a_database_from_before_leases_migrates_and_its_runs_resume() {
+    // A database as the first release left it: only migration 0001, two runs in it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toren.db");
+    std::fs::File::create(&path).unwrap();
+    let mut conn = raw(&path).await;
+    let migrations = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
+    sqlx::migrate::Migrator::new(std::path::Path::new(migrations))
+        .await
+        .unwrap()
+        .run_to(1, &mut conn)
+        .await
+        .unwrap();
+    let (unfinished, finished) = (RunId::new(), RunId::new());
+    for (run_id, status, last_seq) in [(&unfinished, "running", 1), (&finished, "completed", 2)] {
+        sqlx::query(
+            "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq)
+             VALUES (?, 'old', ?, '2026-03-14T09:26:53.589793238Z',
+                     '2026-03-14T09:26:53.589793238Z', ?)",
+        )
+        .bind(run_id.as_str())
+        .bind(status)
+        .bind(last_seq)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    let lease_columns: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name LIKE 'lease%'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(lease_columns, 0, "the old schema has no leases");
+    drop(conn);
+
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let old = store.run(&unfinished).await.unwrap();
+    assert_eq!(old.lease, None, "old runs have no lease");
+    assert!(
+        old.is_resumable(jiff::Timestamp::now()),
+        "an unfinished old run is resumable"
+    );
+    let lease = store.acquire_lease(&unfinished, HOLDER, TTL).await.unwrap();
+    assert_eq!(lease.token, 1, "the first lease of an old run has token 1");
+    let ended = store.acquire_lease(&finished, HOLDER, TTL).await;
+    assert!(
+        matches!(ended, Err(Error::RunEnded { .. })),
+        "a finished old run cannot be leased: {ended:?}"
+    );
+    assert!(
+        !store
+            .run(&finished)
+            .await
+            .unwrap()
+            .is_resumable(jiff::Timestamp::now())
+    );
 }

@@ -165,10 +165,26 @@ async fn malformed_arguments_are_explained() {
             json!({"command": "  "}),
             "`command` is empty; give the shell command to run".to_owned(),
         ),
+        (
+            json!({"command": "echo a\u{0}b"}),
+            "`command` contains a NUL byte, which no shell command can hold; write the data to \
+             a file with write_file, or produce it with printf '\\0'"
+                .to_owned(),
+        ),
+        (
+            json!({"command": format!("echo {}", "a".repeat(200_000))}),
+            "`command` is 200005 bytes, over the limit of 100000 bytes; write a long script to \
+             a file with write_file and run that file"
+                .to_owned(),
+        ),
     ];
     for (args, message) in cases {
         assert_eq!(f.call("bash", args).await, err(&message));
     }
+    // The longest command accepted still runs.
+    let longest = format!("echo {}", "a".repeat(toren_sandbox::MAX_COMMAND_BYTES - 5));
+    let out = f.call("bash", json!({ "command": longest })).await;
+    assert_eq!(out.exit_code, Some(0), "{}", &out.output[..200]);
     // A string that holds a valid object is accepted.
     let out = f.call("bash", json!("{\"command\": \"echo ok\"}")).await;
     assert_eq!(out, exited("ok\n[exit code: 0]", 0));

@@ -32,6 +32,7 @@ impl Fixture {
             network: false,
             approval: ApprovalPolicy::Never,
             env: Vec::new(),
+            limits: Default::default(),
         };
         let sandbox = backend
             .open(&RunId::new(), &policy, Vec::new())

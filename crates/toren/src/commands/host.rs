@@ -10,13 +10,17 @@ use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 use toren_config::Settings;
 use toren_protocol::{AgentSpec, ResolvedPolicy, RunId, RunStatus};
-use toren_store::EventLog;
+use toren_store::{EventLog, Lease};
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Approver, Outcome, RunDriver, WorkerConfig};
+use toren_worker::{Approver, Outcome, RunDriver, WorkerConfig, holder};
 
 use crate::exit::{FAILED, Failure, INTERRUPTED};
 use crate::printer::{self, StderrObserver, TerminalApprover};
 use crate::wiring;
+
+/// How long a run's lease outlives its last heartbeat. A run whose process died on this
+/// machine is resumable at once; one whose host vanished, after this long.
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(30);
 
 /// What a foreground run needs, built before anything is written so that configuration
 /// errors fail without touching the log.
@@ -54,13 +58,22 @@ impl Host {
             approver,
             max_tokens: 8192,
             approval_poll: Duration::from_millis(200),
+            holder: holder::this_process(),
+            lease_ttl: LEASE_TTL,
         });
         Ok(Self { driver, observer })
     }
 
-    /// Drives the run until it ends or a signal stops it, then reports and picks the exit
-    /// status.
-    pub(crate) async fn drive(self, run_id: &RunId, json: bool) -> Result<u8, Failure> {
+    /// Takes the lease of an existing run (for `toren resume`).
+    pub(crate) async fn acquire(&self, run_id: &RunId) -> Result<Lease, Failure> {
+        self.driver.acquire(run_id).await.map_err(Failure::failed)
+    }
+
+    /// Drives the run `lease` holds until it ends or a signal stops it, then reports and
+    /// picks the exit status.
+    pub(crate) async fn drive(self, lease: Lease, json: bool) -> Result<u8, Failure> {
+        let run_id = lease.run_id.clone();
+        let run_id = &run_id;
         let cancel = CancellationToken::new();
         // Registered before driving starts, so no early signal falls to the default action.
         match Signals::new() {
@@ -70,7 +83,7 @@ impl Host {
             Err(e) => tracing::warn!("cannot listen for Ctrl-C/SIGTERM: {e}"),
         }
         let outcome =
-            self.driver.drive(run_id, &cancel).await.map_err(|e| {
+            self.driver.drive(lease, &cancel).await.map_err(|e| {
                 Failure::failed(anyhow!(e).context(format!("run {run_id} stopped")))
             })?;
         self.observer.finish_line();

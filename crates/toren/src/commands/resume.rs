@@ -26,6 +26,9 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
         });
     }
     let host = Host::new(&state.agent, state.policy.as_ref(), &settings, store)?;
+    let lease = host.acquire(&run_id).await?;
+    // Anything written between our read and the lease (e.g. by a process that just
+    // stopped) is folded by the driver; the summary is about what we read.
     printer::resuming(&state, &events);
-    host.drive(&run_id, args.json).await
+    host.drive(lease, args.json).await
 }

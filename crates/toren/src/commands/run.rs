@@ -2,9 +2,10 @@
 
 use anyhow::anyhow;
 use toren_protocol::{RunCreated, RunId};
+use toren_worker::holder;
 
 use crate::cli::RunArgs;
-use crate::commands::host::Host;
+use crate::commands::host::{Host, LEASE_TTL};
 use crate::exit::Failure;
 use crate::{printer, wiring};
 
@@ -23,10 +24,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         policy,
         input: args.input,
     };
-    store
-        .create_run(&run_id, created)
+    let (_, lease) = store
+        .create_run(&run_id, created, &holder::this_process(), LEASE_TTL)
         .await
         .map_err(|e| Failure::failed(anyhow!(e).context("cannot create the run")))?;
     printer::announce_run(&run_id, &agent);
-    host.drive(&run_id, args.json).await
+    host.drive(lease, args.json).await
 }

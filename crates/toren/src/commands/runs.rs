@@ -5,13 +5,25 @@ use anyhow::anyhow;
 use serde_json::json;
 use toren_agent::{Action, RunState};
 use toren_store::RunSummary;
+use toren_worker::holder;
 
 use crate::commands::parse_run_id;
 use crate::exit::Failure;
 use crate::wiring;
 
+/// Whether nobody drives the run and `toren resume` would continue it: it has not ended
+/// and its lease is gone, expired, or held by a process of this machine that died.
+fn resumable(run: &RunSummary) -> bool {
+    !run.status.is_terminal()
+        && run.lease.as_ref().is_none_or(|lease| {
+            !lease.is_live(jiff::Timestamp::now()) || holder::is_gone(&lease.holder)
+        })
+}
+
 fn summary_json(run: &RunSummary) -> serde_json::Value {
     json!({
+        "resumable": resumable(run),
+        "held_by": run.lease.as_ref().map(|l| &l.holder),
         "id": run.id,
         "agent": run.agent,
         "status": run.status,
@@ -81,7 +93,14 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     }
     println!("run        {}", summary.id);
     println!("agent      {} ({})", summary.agent, state.agent.model);
-    println!("status     {}", summary.status);
+    if resumable(&summary) {
+        println!(
+            "status     {} (nobody drives it: toren resume {run_id})",
+            summary.status
+        );
+    } else {
+        println!("status     {}", summary.status);
+    }
     println!("created    {}", summary.created_at);
     println!("updated    {}", summary.updated_at);
     println!("turns      {}", state.turns);

@@ -1,4 +1,5 @@
 mod approval;
+mod chaos;
 mod common;
 mod config_errors;
 mod providers;

@@ -14,15 +14,6 @@ fn kill9(child: &mut std::process::Child) {
     child.wait().unwrap();
 }
 
-/// Waits until the run's log holds an event of `kind`.
-fn wait_for_event(toren: &Toren, run: &str, kind: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !toren.event_types(run).iter().any(|t| t == kind) {
-        assert!(Instant::now() < deadline, "no {kind} event in run {run}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn count(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["type"] == kind).count()
 }

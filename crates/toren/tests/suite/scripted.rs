@@ -121,7 +121,13 @@ fn a_scripted_agent_works_in_its_workspace_and_the_log_shows_it() {
     assert_eq!(events[0]["agent"]["name"], "worker");
     assert_eq!(
         events[0]["policy"],
-        json!({"backend": "local", "network": false, "approval": "never", "env": []})
+        json!({
+            "backend": "local",
+            "network": false,
+            "approval": "never",
+            "env": [],
+            "limits": {"cpu_secs": 600, "memory": 2147483648_u64, "pids": 512}
+        })
     );
     assert_eq!(events[0]["input"], "do the work");
     assert_eq!(events[0]["v"], 1);

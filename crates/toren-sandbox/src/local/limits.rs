@@ -1,0 +1,244 @@
+//! Resource limits for the local backend: which mechanism enforces each limit on this host
+//! ([`LimitEnforcement`], decided once), and what one command's process does between fork
+//! and exec to come under them — join its per-call cgroups (`cgroup`) and lower its
+//! rlimits. cgroups are preferred: they count every process and byte of the command as a
+//! whole. Without them, rlimits are the fallback, with the caveats `SECURITY.md` spells out:
+//! they apply per process, and `RLIMIT_NPROC` counts all processes of the user and does not
+//! bind root at all.
+
+use std::fmt;
+use std::io;
+use std::os::fd::OwnedFd;
+
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use toren_protocol::ResourceLimits;
+
+use super::cgroup::{CallCgroup, Cgroups, Version};
+
+/// How one limit is enforced on this host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enforcement {
+    /// A per-command cgroup on the unified (v2) hierarchy.
+    CgroupV2,
+    /// A per-command cgroup on a v1 hierarchy.
+    CgroupV1,
+    /// A per-process rlimit.
+    Rlimit,
+    /// Not enforced: no writable cgroup, and no rlimit binds (`RLIMIT_NPROC` as root).
+    Unenforced,
+}
+
+impl fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::CgroupV2 => "cgroup v2",
+            Self::CgroupV1 => "cgroup v1",
+            Self::Rlimit => "rlimit",
+            Self::Unenforced => "not enforced",
+        })
+    }
+}
+
+/// Which mechanism enforces each of [`ResourceLimits`] on this host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitEnforcement {
+    pub pids: Enforcement,
+    pub memory: Enforcement,
+    pub cpu: Enforcement,
+}
+
+impl fmt::Display for LimitEnforcement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "processes: {}, memory: {}, cpu time: {} (per process)",
+            self.pids, self.memory, self.cpu
+        )?;
+        if self.pids == Enforcement::Rlimit {
+            f.write_str("; RLIMIT_NPROC counts every process of this user")?;
+        }
+        if self.memory == Enforcement::Rlimit {
+            f.write_str("; RLIMIT_DATA bounds each process, not their sum")?;
+        }
+        Ok(())
+    }
+}
+
+/// A limit a command ran into, for the model to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitHit {
+    /// The memory limit was reached and the kernel killed a process of the command.
+    Memory { limit: u64 },
+    /// The process limit was reached: a fork failed.
+    Pids { limit: u32 },
+}
+
+impl fmt::Display for LimitHit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory { limit } => write!(
+                f,
+                "the command reached its memory limit of {} MiB and the kernel killed a process",
+                limit / (1024 * 1024)
+            ),
+            Self::Pids { limit } => write!(
+                f,
+                "the command reached its limit of {limit} processes: starting another failed"
+            ),
+        }
+    }
+}
+
+/// The host's means of limiting commands, found once.
+#[derive(Clone, Debug)]
+pub(crate) struct Limiter {
+    cgroups: Cgroups,
+    enforcement: LimitEnforcement,
+    /// Running as root, where `RLIMIT_NPROC` does not bind.
+    root: bool,
+}
+
+impl Limiter {
+    pub(crate) fn probe() -> Self {
+        let cgroups = Cgroups::probe();
+        let root = nix::unistd::getuid().is_root();
+        let by_cgroup = |version: Option<Version>, fallback| match version {
+            Some(Version::V2) => Enforcement::CgroupV2,
+            Some(Version::V1) => Enforcement::CgroupV1,
+            None => fallback,
+        };
+        let enforcement = LimitEnforcement {
+            pids: by_cgroup(
+                cgroups.pids.as_ref().map(|p| p.version),
+                if root {
+                    Enforcement::Unenforced
+                } else {
+                    Enforcement::Rlimit
+                },
+            ),
+            memory: by_cgroup(
+                cgroups.memory.as_ref().map(|p| p.version),
+                Enforcement::Rlimit,
+            ),
+            cpu: Enforcement::Rlimit,
+        };
+        Self {
+            cgroups,
+            enforcement,
+            root,
+        }
+    }
+
+    pub(crate) fn enforcement(&self) -> LimitEnforcement {
+        self.enforcement
+    }
+
+    /// Prepares one command: its cgroups (created now, with the limits written) and what
+    /// its process must do before exec.
+    pub(crate) fn prepare(&self, limits: &ResourceLimits) -> io::Result<Prepared> {
+        let (cgroup, procs) = if self.cgroups.pids.is_some() || self.cgroups.memory.is_some() {
+            let (cgroup, procs) = CallCgroup::create(&self.cgroups, limits.pids, limits.memory)?;
+            (Some(cgroup), procs)
+        } else {
+            (None, Vec::new())
+        };
+        let mut rlimits = vec![(Resource::RLIMIT_CPU, limits.cpu_secs, limits.cpu_secs + 1)];
+        if self.cgroups.memory.is_none() {
+            rlimits.push((Resource::RLIMIT_DATA, limits.memory, limits.memory));
+        }
+        if self.cgroups.pids.is_none() && !self.root {
+            // Per real uid: count what the user already runs, so the command gets `pids` more.
+            let mine = count_user_tasks(nix::unistd::getuid().as_raw());
+            let nproc = mine.saturating_add(u64::from(limits.pids));
+            rlimits.push((Resource::RLIMIT_NPROC, nproc, nproc));
+        }
+        let rlimits = rlimits
+            .into_iter()
+            .map(|(resource, soft, hard)| {
+                // Never above the current hard limit: only root may raise it.
+                let (_, current) = getrlimit(resource).map_err(io::Error::from)?;
+                Ok((resource, soft.min(current), hard.min(current)))
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Prepared {
+            cgroup,
+            setup: ChildSetup {
+                join: procs.into_iter().map(OwnedFd::from).collect(),
+                rlimits,
+            },
+        })
+    }
+}
+
+/// One command's limits, ready to apply.
+pub(crate) struct Prepared {
+    pub(crate) cgroup: Option<CallCgroup>,
+    pub(crate) setup: ChildSetup,
+}
+
+/// What the command's process does between fork and exec, prepared beforehand so the hook
+/// only makes system calls: no allocation, no locks.
+pub(crate) struct ChildSetup {
+    /// `cgroup.procs` of each per-call cgroup, opened close-on-exec.
+    join: Vec<OwnedFd>,
+    rlimits: Vec<(Resource, u64, u64)>,
+}
+
+impl ChildSetup {
+    /// Joins the cgroups (writing `0` moves the writer) and lowers the rlimits.
+    fn apply(&self) -> io::Result<()> {
+        for procs in &self.join {
+            nix::unistd::write(procs, b"0").map_err(io::Error::from)?;
+        }
+        for &(resource, soft, hard) in &self.rlimits {
+            setrlimit(resource, soft, hard).map_err(io::Error::from)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `command`'s process apply this setup after fork, before exec, so bubblewrap
+    /// and everything it starts are limited from their first instruction.
+    #[expect(
+        unsafe_code,
+        reason = "a pre_exec hook is the only way to put the child in its cgroups and set its \
+                  rlimits before it can fork"
+    )]
+    pub(crate) fn install(self, command: &mut tokio::process::Command) {
+        // SAFETY: the hook runs in the forked child of a multi-threaded process, where only
+        // async-signal-safe calls are allowed. `apply` makes only write(2) and setrlimit(2)
+        // calls on values prepared before the fork, and builds its errors from raw errno
+        // values, which does not allocate.
+        unsafe {
+            command.pre_exec(move || self.apply());
+        }
+    }
+}
+
+/// How many tasks (threads) processes of `uid` run now: what `RLIMIT_NPROC` counts.
+fn count_user_tasks(uid: u32) -> u64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter(|status| {
+            field(status, "Uid:").and_then(|v| v.split_whitespace().next()?.parse::<u32>().ok())
+                == Some(uid)
+        })
+        .map(|status| {
+            field(&status, "Threads:")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(1)
+        })
+        .sum()
+}
+
+fn field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status.lines().find_map(|line| line.strip_prefix(key))
+}

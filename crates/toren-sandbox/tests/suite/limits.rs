@@ -1,0 +1,225 @@
+//! Resource limits of the local backend, run for real: the mechanism each limit uses on
+//! this host, commands placed in their own cgroup and the cgroup gone afterwards, and a
+//! fork bomb, a memory hog and a CPU spinner each stopped by its limit.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use tempfile::TempDir;
+use toren_protocol::{ApprovalPolicy, ResolvedPolicy, ResourceLimits, RunId};
+use toren_sandbox::{
+    Enforcement, ExecOutput, ExecRequest, LimitHit, LocalBackend, LocalSettings, Sandbox,
+};
+
+struct Fixture {
+    _root: TempDir,
+    backend: LocalBackend,
+    sandbox: Arc<dyn Sandbox>,
+}
+
+async fn fixture(limits: ResourceLimits) -> Fixture {
+    let root = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::new(LocalSettings {
+        sandbox_root: root.path().join("sandboxes"),
+        bwrap: None,
+    });
+    let policy = ResolvedPolicy {
+        backend: "local".to_owned(),
+        image: None,
+        network: false,
+        approval: ApprovalPolicy::Never,
+        env: Vec::new(),
+        limits,
+    };
+    let sandbox = backend
+        .open(&RunId::new(), &policy, Vec::new())
+        .await
+        .unwrap();
+    Fixture {
+        _root: root,
+        backend,
+        sandbox,
+    }
+}
+
+impl Fixture {
+    async fn run(&self, command: &str, timeout: Duration) -> ExecOutput {
+        let req = ExecRequest {
+            command: command.to_owned(),
+            timeout,
+            output_limit: 30_000,
+        };
+        self.sandbox.exec(req).await.unwrap()
+    }
+
+    fn cgroups(&self) -> bool {
+        let e = self.backend.enforcement();
+        matches!(e.pids, Enforcement::CgroupV1 | Enforcement::CgroupV2)
+            && matches!(e.memory, Enforcement::CgroupV1 | Enforcement::CgroupV2)
+    }
+}
+
+/// Host pids of processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(marker)
+            })
+        })
+        .collect()
+}
+
+fn toren_cgroups() -> Vec<String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut found = Vec::new();
+    for dir in ["pids", "memory", "unified"] {
+        let Some(path) = own.lines().find_map(|l| {
+            let (_, rest) = l.split_once(':')?;
+            let (list, path) = rest.split_once(':')?;
+            (list == dir || (dir == "unified" && list.is_empty())).then_some(path)
+        }) else {
+            continue;
+        };
+        let parent = format!("/sys/fs/cgroup/{dir}{path}");
+        if let Ok(entries) = std::fs::read_dir(&parent) {
+            found.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(&format!("toren-{}-", std::process::id()))),
+            );
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_mechanism_of_each_limit_is_known_and_commands_get_their_own_cgroup() {
+    let f = fixture(ResourceLimits::default()).await;
+    let enforcement = f.backend.enforcement();
+    println!("local backend limits on this host: {enforcement}");
+    assert_eq!(enforcement.cpu, Enforcement::Rlimit);
+    if !nix::unistd::getuid().is_root() {
+        assert_ne!(enforcement.pids, Enforcement::Unenforced);
+    }
+    if !f.cgroups() {
+        println!("not applicable here: no writable cgroup with pids and memory controllers");
+        return;
+    }
+    let marker = "sleep 31.4159";
+    let (out, seen) = tokio::join!(f.run(marker, Duration::from_secs(20)), async {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pids = processes_with(marker);
+            if let Some(pid) = pids.iter().find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c == "sleep\n")
+            }) {
+                let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+                // Kill it so the call ends; the limit check is done.
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(i32::try_from(*pid).unwrap()),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                return cgroup;
+            }
+            assert!(Instant::now() < deadline, "the command never showed up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    assert_eq!(out.exit_code, Some(137));
+    let tag = format!("/toren-{}-", std::process::id());
+    assert!(seen.contains(&tag), "not in a per-call cgroup:\n{seen}");
+    assert_eq!(
+        toren_cgroups(),
+        Vec::<String>::new(),
+        "removed after the call"
+    );
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_contained_and_the_next_command_runs() {
+    let limits = ResourceLimits {
+        pids: 32,
+        ..ResourceLimits::default()
+    };
+    let f = fixture(limits).await;
+    if f.backend.enforcement().pids == Enforcement::Unenforced {
+        println!("not applicable here: no process limit can be enforced (root without cgroups)");
+        return;
+    }
+    let bomb = "bomb_9d1e() { bomb_9d1e | bomb_9d1e & }; bomb_9d1e; sleep 3";
+    let started = Instant::now();
+    let out = f.run(bomb, Duration::from_secs(3)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(out.timed_out || out.exit_code.is_some(), "{out:?}");
+    if f.cgroups() {
+        assert_eq!(
+            out.limits_hit,
+            vec![LimitHit::Pids { limit: 32 }],
+            "{out:?}"
+        );
+    }
+    assert_eq!(processes_with("bomb_9d1e"), Vec::<u32>::new());
+
+    let started = Instant::now();
+    let next = f.run("echo still here", Duration::from_secs(10)).await;
+    assert_eq!(next.output, "still here\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_memory_hog_is_stopped_at_the_limit() {
+    let limits = ResourceLimits {
+        memory: 64 * 1024 * 1024,
+        ..ResourceLimits::default()
+    };
+    let f = fixture(limits).await;
+    let hog = "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived ${#x}";
+    let out = f.run(hog, Duration::from_secs(30)).await;
+    assert!(!out.output.contains("survived"), "{out:?}");
+    assert_ne!(out.exit_code, Some(0), "{out:?}");
+    if f.cgroups() {
+        assert_eq!(
+            out.limits_hit,
+            vec![LimitHit::Memory {
+                limit: 64 * 1024 * 1024
+            }],
+            "{out:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn cpu_time_is_limited_per_process() {
+    let limits = ResourceLimits {
+        cpu_secs: 1,
+        ..ResourceLimits::default()
+    };
+    let f = fixture(limits).await;
+    let started = Instant::now();
+    let out = f.run("while :; do :; done", Duration::from_secs(20)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!out.timed_out);
+    // SIGXCPU (24) ends bash: 128 + 24.
+    assert_eq!(out.exit_code, Some(152), "{out:?}");
+}

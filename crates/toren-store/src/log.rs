@@ -1,0 +1,153 @@
+//! The storage contract: the [`EventLog`] trait every backend implements, and the
+//! [`RunSummary`] it reports. Lease values live in `lease.rs`, errors in `error.rs`; the
+//! conformance suite (`conformance/`) checks every rule written here.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use toren_protocol::{ApprovalDecided, Event, EventKind, RunCreated, RunId, RunStatus};
+
+use crate::{Lease, LeaseInfo, Result};
+
+/// One row of `toren runs list`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSummary {
+    pub id: RunId,
+    pub agent: String,
+    pub status: RunStatus,
+    /// The `at` of the run's `run_created` event.
+    pub created_at: Timestamp,
+    /// The `at` of the run's last event.
+    pub updated_at: Timestamp,
+    /// The seq of the last event.
+    pub last_seq: u64,
+    /// The run's current lease, live or expired; `None` once released, once the run has
+    /// ended, and for runs written before leases existed.
+    pub lease: Option<LeaseInfo>,
+}
+
+impl RunSummary {
+    /// Whether a process may pick the run up at `now`: it has not ended and nobody holds a
+    /// live lease on it (its driver stopped, was killed, or stopped renewing).
+    pub fn is_resumable(&self, now: Timestamp) -> bool {
+        !self.status.is_terminal() && !self.lease.as_ref().is_some_and(|l| l.is_live(now))
+    }
+}
+
+/// The append-only, per-run ordered event log, with leases that fence its writers.
+///
+/// **Ordering**: events of one run have seq 1, 2, 3, … without gaps, in commit order.
+///
+/// **Durability**: a method returns only after the store committed what it wrote (events,
+/// leases); an error means nothing of the call was written.
+///
+/// **Leases and fencing**: one process at a time drives a run, holding its [`Lease`]. Every
+/// acquisition of a run (including the one [`EventLog::create_run`] makes) gets a fencing
+/// token higher than any the run had before. [`EventLog::append`] takes the caller's lease
+/// and checks, in the same transaction as the seq check, that its token is still the run's
+/// current one; so once a lease is taken over or released, its holder cannot write another
+/// event, however late its append arrives. Expiry only decides when another holder may
+/// take over: an expired lease that nobody has taken over still appends and renews (its
+/// token is still current, so no one else can have written). A live holder renews its lease
+/// well before it expires (a heartbeat, e.g. every third of the ttl). Times come from the
+/// store's [`Clock`](crate::Clock); safety rests on tokens alone, never on clocks agreeing.
+/// [`EventLog::decide_approval`] needs no lease.
+#[async_trait]
+pub trait EventLog: Send + Sync {
+    /// Creates the run, appends its `run_created` event (seq 1), and gives `holder` the
+    /// run's first lease (token 1, expiring `ttl` after the event's `at`), all atomically:
+    /// no other process can take a new run before its creator first drives it. Fails with
+    /// [`Error::RunExists`](crate::Error::RunExists) if the id is taken.
+    async fn create_run(
+        &self,
+        run_id: &RunId,
+        created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(Event, Lease)>;
+
+    /// Appends `kinds` to `lease.run_id` as one atomic batch after `after_seq` (the seq of
+    /// the last event the caller has seen). Checked in this order, in one transaction, and
+    /// writing nothing when a check fails:
+    /// 1. an unknown run is [`Error::RunNotFound`](crate::Error::RunNotFound);
+    /// 2. a run that has ended ([`RunStatus::is_terminal`]) takes nothing:
+    ///    [`Error::RunEnded`](crate::Error::RunEnded), whatever the caller saw;
+    /// 3. `lease.token` must be the run's current token, and the lease not released:
+    ///    otherwise [`Error::LeaseLost`](crate::Error::LeaseLost) and the caller must stop
+    ///    driving the run (expiry alone does not fail this check; see the trait docs);
+    /// 4. if the log has moved on past `after_seq`,
+    ///    [`Error::Conflict`](crate::Error::Conflict): the caller must re-read and decide
+    ///    again;
+    /// 5. a batch that goes on after its own terminal event is
+    ///    [`Error::RunEnded`](crate::Error::RunEnded).
+    ///
+    /// An empty batch writes nothing and returns no events, after the same checks. A batch
+    /// that ends the run also releases its lease.
+    async fn append(
+        &self,
+        lease: &Lease,
+        after_seq: u64,
+        kinds: Vec<EventKind>,
+    ) -> Result<Vec<Event>>;
+
+    /// Events of the run with `seq > after_seq`, in order. An unknown run is
+    /// [`Error::RunNotFound`](crate::Error::RunNotFound).
+    async fn read(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>>;
+
+    /// The run's summary, or [`Error::RunNotFound`](crate::Error::RunNotFound).
+    async fn run(&self, run_id: &RunId) -> Result<RunSummary>;
+
+    /// Runs, newest first (by creation time, then id), at most `limit`.
+    async fn list_runs(&self, limit: u32) -> Result<Vec<RunSummary>>;
+
+    /// Records a human's decision on a pending approval, atomically: the run must have an
+    /// `approval_requested` for `decision.call_id` and no `approval_decided` for it yet.
+    /// Otherwise nothing is written and the error says why
+    /// ([`Error::NoPendingApproval`](crate::Error::NoPendingApproval),
+    /// [`Error::AlreadyDecided`](crate::Error::AlreadyDecided), which carries the recorded
+    /// decision). A call of a run that has ended cannot be decided
+    /// ([`Error::RunEnded`](crate::Error::RunEnded)). Needs no lease and works whoever holds
+    /// the run and whatever seq the caller last saw: it is how another terminal answers a
+    /// waiting run. The run's driver sees the decision as a `Conflict` on its next append.
+    async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event>;
+
+    /// Gives `holder` the run's lease for `ttl`, with a token higher than any the run had.
+    /// Fails with [`Error::Leased`](crate::Error::Leased) while another holder's lease is
+    /// live; a run whose lease expired or was released can be acquired, and the old lease
+    /// is fenced off from then on. If `holder` itself holds the live lease, it gets a new
+    /// token and its previous lease is fenced off too: a holder name must therefore be
+    /// unique to one process. A run that has ended cannot be leased
+    /// ([`Error::RunEnded`](crate::Error::RunEnded)); an unknown run is
+    /// [`Error::RunNotFound`](crate::Error::RunNotFound).
+    async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease>;
+
+    /// Like [`acquire_lease`](Self::acquire_lease), but a live lease held by
+    /// `dead_holder` does not stand in the way: the caller has established that this holder
+    /// is gone (e.g. a process on this machine that no longer exists) and takes the run over
+    /// without waiting for the lease to expire. It is a compare-and-swap: if anyone else
+    /// holds a live lease, the call fails with [`Error::Leased`](crate::Error::Leased) as
+    /// `acquire_lease` would.
+    async fn take_over_lease(
+        &self,
+        run_id: &RunId,
+        dead_holder: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease>;
+
+    /// The heartbeat: extends the lease to `ttl` from now and returns it with its new
+    /// expiry (same token). Fails with [`Error::LeaseLost`](crate::Error::LeaseLost) if the
+    /// token is no longer current or the lease was released (checked in the same
+    /// transaction as the write), and with [`Error::RunEnded`](crate::Error::RunEnded) once
+    /// the run has ended. A lease renewed after it expired, but before anyone took it over,
+    /// is renewed.
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease>;
+
+    /// Gives the run up so another process may resume it at once. Idempotent: releasing a
+    /// lease that was already released, taken over (the new holder keeps its lease), or
+    /// ended with its run does nothing and succeeds. After it, appends with this lease fail
+    /// with [`Error::LeaseLost`](crate::Error::LeaseLost). An unknown run is
+    /// [`Error::RunNotFound`](crate::Error::RunNotFound).
+    async fn release_lease(&self, lease: &Lease) -> Result<()>;
+}

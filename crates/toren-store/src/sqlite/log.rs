@@ -1,0 +1,250 @@
+//! [`EventLog`] on SQLite. Every write is one `BEGIN IMMEDIATE` transaction that reads the
+//! run's row (`state.rs`), checks it in the order the trait documents, then writes events
+//! (`batch.rs`) and the lease columns; an early return drops the transaction, which rolls
+//! back, so a refused call writes nothing.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use toren_protocol::{ApprovalDecided, Event, EventKind, RunCreated, RunId, RunStatus};
+
+use super::SqliteStore;
+use super::batch::Batch;
+use super::rows::{EventRow, RunRow, seq_to_sql, stamp, token_to_sql};
+use super::state::{clear_lease, run_state, store_lease};
+use crate::clock::after;
+use crate::{Error, EventLog, Lease, Result, RunSummary};
+
+/// The first token of every run, given with `create_run`.
+const FIRST_TOKEN: u64 = 1;
+
+#[async_trait]
+impl EventLog for SqliteStore {
+    async fn create_run(
+        &self,
+        run_id: &RunId,
+        created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(Event, Lease)> {
+        let mut tx = self.begin_write().await?;
+        let taken = sqlx::query_scalar::<_, i64>("SELECT 1 FROM runs WHERE id = ?")
+            .bind(run_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+        if taken.is_some() {
+            return Err(Error::RunExists(run_id.clone()));
+        }
+        let now = self.clock.now();
+        let lease = Lease {
+            run_id: run_id.clone(),
+            token: FIRST_TOKEN,
+            holder: holder.to_owned(),
+            expires_at: after(now, ttl),
+        };
+        sqlx::query(
+            "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq,
+                               lease_token, lease_holder, lease_expires_at)
+             VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+        )
+        .bind(run_id.as_str())
+        .bind(&created.agent.name)
+        .bind(RunStatus::Queued.as_str())
+        .bind(stamp(now))
+        .bind(stamp(now))
+        .bind(token_to_sql(lease.token))
+        .bind(&lease.holder)
+        .bind(stamp(lease.expires_at))
+        .execute(&mut *tx)
+        .await?;
+        let mut batch = Batch::new(run_id, now, 0, RunStatus::Queued);
+        let event = batch.push(&mut tx, EventKind::RunCreated(created)).await?;
+        batch.finish(&mut tx).await?;
+        tx.commit().await?;
+        Ok((event, lease))
+    }
+
+    async fn append(
+        &self,
+        lease: &Lease,
+        after_seq: u64,
+        kinds: Vec<EventKind>,
+    ) -> Result<Vec<Event>> {
+        let run_id = &lease.run_id;
+        let mut tx = self.begin_write().await?;
+        let state = run_state(&mut tx, run_id).await?;
+        state.refuse_if_ended(run_id)?;
+        state.fence(lease)?;
+        if state.last_seq != after_seq {
+            return Err(Error::Conflict {
+                run_id: run_id.clone(),
+                expected: after_seq,
+                actual: state.last_seq,
+            });
+        }
+        if kinds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut batch = Batch::new(run_id, self.clock.now(), state.last_seq, state.status);
+        let mut events = Vec::with_capacity(kinds.len());
+        for kind in kinds {
+            events.push(batch.push(&mut tx, kind).await?);
+        }
+        batch.finish(&mut tx).await?;
+        tx.commit().await?;
+        Ok(events)
+    }
+
+    async fn read(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>> {
+        let rows = sqlx::query_as::<_, EventRow>(
+            "SELECT run_id, seq, payload FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+        )
+        .bind(run_id.as_str())
+        .bind(seq_to_sql(after_seq))
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.is_empty() {
+            // Tell "no new events" from "no such run".
+            self.run(run_id).await?;
+        }
+        rows.into_iter().map(EventRow::decode).collect()
+    }
+
+    async fn run(&self, run_id: &RunId) -> Result<RunSummary> {
+        let row = sqlx::query_as::<_, RunRow>(
+            "SELECT id, agent, status, created_at, updated_at, last_seq,
+                    lease_holder, lease_expires_at
+             FROM runs WHERE id = ?",
+        )
+        .bind(run_id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.ok_or_else(|| Error::RunNotFound(run_id.clone()))?
+            .decode()
+    }
+
+    async fn list_runs(&self, limit: u32) -> Result<Vec<RunSummary>> {
+        let rows = sqlx::query_as::<_, RunRow>(
+            "SELECT id, agent, status, created_at, updated_at, last_seq,
+                    lease_holder, lease_expires_at
+             FROM runs ORDER BY created_at DESC, id DESC LIMIT ?",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(RunRow::decode).collect()
+    }
+
+    async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
+        let mut tx = self.begin_write().await?;
+        let state = run_state(&mut tx, run_id).await?;
+        let rows = sqlx::query_as::<_, EventRow>(
+            "SELECT run_id, seq, payload FROM events
+             WHERE run_id = ? AND kind IN ('approval_requested', 'approval_decided')
+             ORDER BY seq",
+        )
+        .bind(run_id.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut requested = false;
+        for row in rows {
+            match row.decode()?.kind {
+                EventKind::ApprovalDecided(earlier) if earlier.call_id == decision.call_id => {
+                    return Err(Error::AlreadyDecided {
+                        run_id: run_id.clone(),
+                        call_id: decision.call_id,
+                        approved: earlier.approved,
+                    });
+                }
+                EventKind::ApprovalRequested(request) if request.call_id == decision.call_id => {
+                    requested = true;
+                }
+                _ => {}
+            }
+        }
+        if !requested {
+            return Err(Error::NoPendingApproval {
+                run_id: run_id.clone(),
+                call_id: decision.call_id,
+            });
+        }
+        state.refuse_if_ended(run_id)?;
+        let mut batch = Batch::new(run_id, self.clock.now(), state.last_seq, state.status);
+        let event = batch
+            .push(&mut tx, EventKind::ApprovalDecided(decision))
+            .await?;
+        batch.finish(&mut tx).await?;
+        tx.commit().await?;
+        Ok(event)
+    }
+
+    async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
+        self.lease_run(run_id, None, holder, ttl).await
+    }
+
+    async fn take_over_lease(
+        &self,
+        run_id: &RunId,
+        dead_holder: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        self.lease_run(run_id, Some(dead_holder), holder, ttl).await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        let mut tx = self.begin_write().await?;
+        let state = run_state(&mut tx, &lease.run_id).await?;
+        state.refuse_if_ended(&lease.run_id)?;
+        state.fence(lease)?;
+        let renewed = Lease {
+            expires_at: after(self.clock.now(), ttl),
+            ..lease.clone()
+        };
+        store_lease(&mut tx, &renewed).await?;
+        tx.commit().await?;
+        Ok(renewed)
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let state = run_state(&mut tx, &lease.run_id).await?;
+        if state.fence(lease).is_err() {
+            // Released already, taken over (the new holder keeps it) or ended with its run.
+            return Ok(());
+        }
+        clear_lease(&mut tx, &lease.run_id).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl SqliteStore {
+    /// Acquires the run's lease; a live lease of `dead_holder` (if given) is overridden.
+    async fn lease_run(
+        &self,
+        run_id: &RunId,
+        dead_holder: Option<&str>,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        let mut tx = self.begin_write().await?;
+        let state = run_state(&mut tx, run_id).await?;
+        state.refuse_if_ended(run_id)?;
+        let now = self.clock.now();
+        let held_by_the_dead =
+            dead_holder.is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
+        if !held_by_the_dead {
+            state.refuse_if_leased(run_id, holder, now)?;
+        }
+        let lease = Lease {
+            run_id: run_id.clone(),
+            token: state.token + 1,
+            holder: holder.to_owned(),
+            expires_at: after(now, ttl),
+        };
+        store_lease(&mut tx, &lease).await?;
+        tx.commit().await?;
+        Ok(lease)
+    }
+}
