@@ -98,7 +98,11 @@ fn turn(i: usize) -> Vec<EventKind> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let events: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(10_000);
+    let events: usize = std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(10_000);
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite://{}", dir.path().join("toren.db").display());
     let ttl = Duration::from_secs(30);
@@ -134,7 +138,10 @@ async fn main() -> anyhow::Result<()> {
     }
     store.release_lease(&lease).await?;
     store.close().await;
-    println!("built a log of {seq} events ({i} turns) in {:.2?}", build.elapsed());
+    println!(
+        "built a log of {seq} events ({i} turns) in {:.2?}",
+        build.elapsed()
+    );
 
     // As a resumed process: a fresh handle, then read and fold.
     let store: Arc<dyn EventLog> = Arc::new(SqliteStore::open(&url).await?);
@@ -145,7 +152,10 @@ async fn main() -> anyhow::Result<()> {
     let state = RunState::from_events(&log)?;
     let action = state.next_action();
     let fold = t.elapsed();
-    println!("read {} events: {read:.2?}; fold + decide: {fold:.2?} (next: {action:?})", log.len());
+    println!(
+        "read {} events: {read:.2?}; fold + decide: {fold:.2?} (next: {action:?})",
+        log.len()
+    );
 
     // The whole resume path through the worker, up to the first new committed event.
     let observer = Arc::new(FirstEvent(Mutex::new(None)));
@@ -173,7 +183,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|f| f.duration_since(t));
     println!(
         "resume to the next new event (lease, read, fold, model answer committed): {}",
-        first.map_or("never".to_owned(), |d| format!("{d:.2?}"))
+        first.map_or_else(|| "never".to_owned(), |d| format!("{d:.2?}"))
     );
     println!("run ended: {outcome:?}");
     Ok(())

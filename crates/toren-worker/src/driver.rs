@@ -97,7 +97,11 @@ impl RunDriver {
         outcome
     }
 
-    async fn drive_held(&self, lease: &Lease, cancel: &CancellationToken) -> Result<Outcome, Error> {
+    async fn drive_held(
+        &self,
+        lease: &Lease,
+        cancel: &CancellationToken,
+    ) -> Result<Outcome, Error> {
         let events = self.config.store.read(&lease.run_id, 0).await?;
         let mut state = RunState::from_events(&events)?;
         let mut sandbox: Option<Arc<dyn Sandbox>> = None;
@@ -347,8 +351,12 @@ impl RunDriver {
     }
 
     async fn fail(&self, lease: &Lease, state: &mut RunState, error: String) -> Result<(), Error> {
-        self.append(lease, state, vec![EventKind::RunFailed(RunFailed { error })])
-            .await
+        self.append(
+            lease,
+            state,
+            vec![EventKind::RunFailed(RunFailed { error })],
+        )
+        .await
     }
 
     /// Appends after the last folded event and folds what was written. If the log moved

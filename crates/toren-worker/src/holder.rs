@@ -8,7 +8,11 @@ use std::fs;
 /// This process's holder name.
 pub fn this_process() -> String {
     let pid = std::process::id();
-    format!("{}/{pid}/{}", hostname(), start_time(pid).unwrap_or_default())
+    format!(
+        "{}/{pid}/{}",
+        hostname(),
+        start_time(pid).unwrap_or_default()
+    )
 }
 
 /// Whether `holder` names a process of this machine that no longer exists (or whose pid now
