@@ -50,14 +50,19 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
         return Ok(0);
     }
     println!(
-        "{:<32}  {:<18}  {:<20}  {:>6}  AGENT",
+        "{:<32}  {:<30}  {:<20}  {:>6}  AGENT",
         "RUN", "STATUS", "CREATED", "EVENTS"
     );
     for run in &runs {
+        let status = if resumable(run) {
+            format!("{} (resumable)", run.status)
+        } else {
+            run.status.to_string()
+        };
         println!(
-            "{:<32}  {:<18}  {:<20}  {:>6}  {}",
+            "{:<32}  {:<30}  {:<20}  {:>6}  {}",
             run.id,
-            run.status.as_str(),
+            status,
             run.created_at.strftime("%Y-%m-%d %H:%M:%S").to_string(),
             run.last_seq,
             run.agent

@@ -176,3 +176,105 @@ fn resuming_an_ended_run_changes_nothing() {
     assert_eq!(unknown.status.code(), Some(1));
     assert!(text(&unknown.stderr).contains("run_01nosuchrun"));
 }
+
+/// The `resumable` flag `toren runs list --json` gives the newest run.
+fn listed_resumable(toren: &Toren) -> bool {
+    let list: Value =
+        serde_json::from_slice(&toren.run(&["runs", "list", "--json"]).stdout).unwrap();
+    list[0]["resumable"].as_bool().unwrap()
+}
+
+#[test]
+fn runs_list_tells_which_runs_can_be_resumed() {
+    let toren = Toren::new();
+    toren.file("s.yaml", APPROVAL);
+    toren.agent("a", "name: a\nmodel: scripted/s.yaml\nsandbox: true\n");
+
+    // While its process lives, a waiting run is driven: not resumable.
+    let mut child = toren.spawn(&["run", "a", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    assert!(!listed_resumable(&toren));
+    // Ctrl-C releases the lease: resumable at once, and the user is told how.
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert!(
+        text(&out.stderr).contains(&format!("toren resume {run}")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(listed_resumable(&toren));
+    let table = text(&toren.run(&["runs", "list"]).stdout);
+    assert!(table.contains("awaiting_approval (resumable)"), "{table}");
+
+    // kill -9 leaves a live lease behind, but its holder is a dead process of this machine.
+    let mut child = toren.spawn(&["resume", &run]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!listed_resumable(&toren), "a live resume holds the run");
+    kill9(&mut child);
+    assert!(listed_resumable(&toren));
+
+    // A run that is being driven cannot be resumed twice.
+    let mut first = toren.spawn(&["resume", &run]);
+    std::thread::sleep(Duration::from_millis(500));
+    let second = toren.run(&["resume", &run]);
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        text(&second.stderr).contains("being driven by"),
+        "{}",
+        text(&second.stderr)
+    );
+    kill9(&mut first);
+    assert_eq!(
+        toren.run(&["approve", &run, "call_1"]).status.code(),
+        Some(0)
+    );
+    let done = toren.run(&["resume", &run]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    assert!(
+        !listed_resumable(&toren),
+        "a completed run is not resumable"
+    );
+}
+
+/// Rewrites a run's pinned backend to `e2b` in the SQLite file given as argv[1].
+const PIN_E2B: &str = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("""UPDATE events SET payload = replace(payload, '"backend":"local"', '"backend":"e2b"') WHERE seq = 1""")
+c.commit()
+print(c.total_changes)
+"#;
+
+#[test]
+fn a_resume_that_cannot_honour_the_pinned_backend_fails_and_keeps_the_run() {
+    let toren = Toren::new();
+    toren.file("s.yaml", APPROVAL);
+    toren.agent("a", "name: a\nmodel: scripted/s.yaml\nsandbox: true\n");
+    let mut child = toren.spawn(&["run", "a", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    kill9(&mut child);
+
+    // The run was pinned to a backend this toren cannot provide (as if created by a toren
+    // with an e2b backend): rewrite the pinned policy in the database itself.
+    let db = toren.dir.path().join("toren/toren.db");
+    let edit = std::process::Command::new("python3")
+        .args(["-c", PIN_E2B, db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(text(&edit.stdout).trim(), "1", "{}", text(&edit.stderr));
+    assert_eq!(toren.events(&run)[0]["policy"]["backend"], "e2b");
+    let out = toren.run(&["resume", &run]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("backend `e2b` is not available"),
+        "{stderr}"
+    );
+    assert!(listed_resumable(&toren), "the run is left resumable");
+    assert_eq!(toren.show(&run)["status"], "awaiting_approval");
+}
