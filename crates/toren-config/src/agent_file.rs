@@ -233,7 +233,7 @@ impl Checker<'_> {
         match sandbox.value {
             RawSandbox::Flag(false) => Ok(None),
             RawSandbox::Flag(true) => Ok(Some(SandboxSpec::default())),
-            RawSandbox::Mapping(mapping) => self.sandbox_mapping(mapping).map(Some),
+            RawSandbox::Mapping(mapping) => self.sandbox_mapping(*mapping).map(Some),
             RawSandbox::Other(found) => Err(self.error_with_help(
                 sandbox.referenced,
                 format!("`sandbox` must be true, false or a mapping, found {found}"),

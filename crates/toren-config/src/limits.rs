@@ -43,7 +43,7 @@ const UNITS: [(&str, u64); 13] = [
 impl Checker<'_> {
     pub(crate) fn limits(&self, limits: Spanned<RawLimits>) -> Result<ResourceLimits> {
         let mapping = match limits.value {
-            RawLimits::Mapping(mapping) => mapping,
+            RawLimits::Mapping(mapping) => *mapping,
             RawLimits::Other(found) => {
                 return Err(self.error_with_help(
                     limits.referenced,

@@ -29,7 +29,7 @@ pub(crate) struct RawAgent {
 #[derive(Debug)]
 pub(crate) enum RawSandbox {
     Flag(bool),
-    Mapping(RawSandboxMapping),
+    Mapping(Box<RawSandboxMapping>),
     Other(Found),
 }
 
@@ -52,7 +52,7 @@ pub(crate) struct RawSandboxMapping {
 /// `limits:` inside `sandbox:` — a mapping, or something else to report.
 #[derive(Debug)]
 pub(crate) enum RawLimits {
-    Mapping(RawLimitsMapping),
+    Mapping(Box<RawLimitsMapping>),
     Other(Found),
 }
 
@@ -135,7 +135,7 @@ impl<'de> Deserialize<'de> for RawSandbox {
                 // Hand serde-saphyr's own map access to the derived impl, so that unknown
                 // keys are refused and the `Spanned` values inside keep their positions.
                 RawSandboxMapping::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RawSandbox::Mapping)
+                    .map(|mapping| RawSandbox::Mapping(Box::new(mapping)))
             }
 
             fn visit_str<E: de::Error>(self, value: &str) -> Result<RawSandbox, E> {
@@ -176,7 +176,7 @@ impl<'de> Deserialize<'de> for RawLimits {
 
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawLimits, A::Error> {
                 RawLimitsMapping::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RawLimits::Mapping)
+                    .map(|mapping| RawLimits::Mapping(Box::new(mapping)))
             }
 
             fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawLimits, E> {

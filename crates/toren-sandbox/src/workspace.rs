@@ -323,9 +323,7 @@ fn classify(op: &'static str, path: &str, err: io::Error) -> Error {
     match err.kind() {
         io::ErrorKind::NotFound => Error::NotFound { path },
         io::ErrorKind::IsADirectory => Error::IsDirectory { path },
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
-            Error::WorkspaceFull { path }
-        }
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => Error::WorkspaceFull { path },
         _ => Error::Fs {
             op,
             path,

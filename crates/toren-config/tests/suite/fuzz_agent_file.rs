@@ -8,10 +8,10 @@
 //! a rendered spec parses back to itself. `PROPTEST_CASES` sets the cases per property
 //! (256 by default); `docs/fuzzing.md` describes the long run.
 
-use std::path::Path;
-
 mod hostile;
 mod valid;
+
+use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
@@ -76,10 +76,12 @@ fn very_deep_nesting_is_refused_without_overflowing_the_stack() {
     }
 }
 
-/// An alias bomb (each anchor repeats the previous one nine times, 9^9 nodes expanded)
-/// in a value the parser drains is refused by its budget, promptly.
+/// An alias bomb (each anchor repeats the previous one nine times: 9^9 values once
+/// expanded) in a value the parser drains is cut off by serde-saphyr's node budget
+/// (250,000 values) instead of running out of time or memory. Reaching the budget takes a
+/// few seconds in a debug build and about 0.2 s in release.
 #[test]
-fn alias_bombs_are_refused() {
+fn alias_bombs_are_cut_off() {
     let mut anchors = vec!["&a0 [x, x, x, x, x, x, x, x, x]".to_owned()];
     for level in 1..=8 {
         let items = vec![format!("*a{}", level - 1); 9].join(", ");
@@ -90,9 +92,13 @@ fn alias_bombs_are_refused() {
         anchors.join(", ")
     );
     let started = std::time::Instant::now();
-    assert!(parse_agent(Path::new(FILE), &text).is_err());
-    check(&text).unwrap();
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let error = parse_agent(Path::new(FILE), &text).unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    assert!(
+        error.to_string().starts_with(&format!("{FILE}:3:")),
+        "{error}"
+    );
+    check_error(&text, &error.to_string()).unwrap();
 }
 
 /// Parses `text` and checks the outcome, whichever it is, against the documented contract.

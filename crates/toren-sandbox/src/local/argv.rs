@@ -116,6 +116,8 @@ pub struct BwrapSpec<'a> {
     /// Bytes the sandbox's `/tmp` may hold (it lives in memory); `/dev/shm` gets at most
     /// [`SHM_SIZE`] of it.
     pub tmp_size: u64,
+    /// The descriptor from which bubblewrap reads the seccomp filter, if any.
+    pub seccomp_fd: Option<i32>,
     /// The shell command to run.
     pub command: &'a str,
 }
@@ -180,6 +182,9 @@ pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
         SANDBOX_WORKDIR.as_ref(),
     ]);
     argv.push(["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR]);
+    if let Some(fd) = spec.seccomp_fd {
+        argv.push(["--seccomp", &fd.to_string()]);
+    }
     argv.push(["--", SHELL, "-c", spec.command]);
     argv.0
 }

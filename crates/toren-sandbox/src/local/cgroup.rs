@@ -113,7 +113,9 @@ pub(crate) fn candidates(own: &str, mountinfo: &str) -> Vec<(Controller, Parent)
                             && mount.options.split(',').any(|o| o == controller.name())
                     }
                 };
-                let inside = path.strip_prefix(mount.root.trim_end_matches('/'));
+                let inside = path
+                    .strip_prefix(mount.root.trim_end_matches('/'))
+                    .filter(|rest| rest.is_empty() || rest.starts_with('/'));
                 if let (true, Some(inside)) = (fits, inside) {
                     let dir = PathBuf::from(mount.point).join(inside.trim_start_matches('/'));
                     found.push((controller, Parent { version, dir }));
@@ -348,3 +350,7 @@ fn members(dir: &Path) -> Vec<i32> {
         .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+#[path = "cgroup_tests.rs"]
+mod tests;

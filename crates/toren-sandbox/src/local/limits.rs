@@ -1,19 +1,21 @@
 //! Resource limits for the local backend: which mechanism enforces each limit on this host
 //! ([`LimitEnforcement`], decided once), and what one command's process does between fork
-//! and exec to come under them — join its per-call cgroups (`cgroup`) and lower its
-//! rlimits. cgroups are preferred: they count every process and byte of the command as a
+//! and exec to come under them — join its per-call cgroups (`cgroup`), lower its rlimits,
+//! and drop every inherited file descriptor but the standard three (and the seccomp filter
+//! bubblewrap reads). cgroups are preferred: they count every process and byte of the command as a
 //! whole. Without them, rlimits are the fallback, with the caveats `SECURITY.md` spells out:
 //! they apply per process, and `RLIMIT_NPROC` counts all processes of the user and does not
 //! bind root at all.
 
 use std::fmt;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use toren_protocol::ResourceLimits;
 
 use super::cgroup::{CallCgroup, Cgroups, Version};
+use super::seccomp;
 
 /// How one limit is enforced on this host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,7 +144,11 @@ impl Limiter {
         } else {
             (None, Vec::new())
         };
-        let mut rlimits = vec![(Resource::RLIMIT_CPU, limits.cpu_secs, limits.cpu_secs + 1)];
+        let mut rlimits = vec![(
+            Resource::RLIMIT_CPU,
+            limits.cpu_secs,
+            limits.cpu_secs.saturating_add(1),
+        )];
         if self.cgroups.memory.is_none() {
             rlimits.push((Resource::RLIMIT_DATA, limits.memory, limits.memory));
         }
@@ -160,11 +166,19 @@ impl Limiter {
                 Ok((resource, soft.min(current), hard.min(current)))
             })
             .collect::<io::Result<Vec<_>>>()?;
+        let (open_files, _) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+        let seccomp = if seccomp::SUPPORTED {
+            Some(OwnedFd::from(seccomp::pipe()?))
+        } else {
+            None
+        };
         Ok(Prepared {
             cgroup,
             setup: ChildSetup {
                 join: procs.into_iter().map(OwnedFd::from).collect(),
                 rlimits,
+                fd_scan_end: i32::try_from(open_files.min(65_536)).unwrap_or(65_536),
+                seccomp,
             },
         })
     }
@@ -182,10 +196,15 @@ pub(crate) struct ChildSetup {
     /// `cgroup.procs` of each per-call cgroup, opened close-on-exec.
     join: Vec<OwnedFd>,
     rlimits: Vec<(Resource, u64, u64)>,
+    /// Where [`close_inherited`]'s fallback stops.
+    fd_scan_end: i32,
+    /// The seccomp filter for bubblewrap: the one descriptor that crosses exec.
+    seccomp: Option<OwnedFd>,
 }
 
 impl ChildSetup {
-    /// Joins the cgroups (writing `0` moves the writer) and lowers the rlimits.
+    /// Joins the cgroups (writing `0` moves the writer), lowers the rlimits, and keeps
+    /// every descriptor but stdin, stdout and stderr from crossing exec.
     fn apply(&self) -> io::Result<()> {
         for procs in &self.join {
             nix::unistd::write(procs, b"0").map_err(io::Error::from)?;
@@ -193,7 +212,12 @@ impl ChildSetup {
         for &(resource, soft, hard) in &self.rlimits {
             setrlimit(resource, soft, hard).map_err(io::Error::from)?;
         }
-        Ok(())
+        close_inherited(self.fd_scan_end, self.seccomp_fd())
+    }
+
+    /// The descriptor number of the seccomp filter bubblewrap is to read.
+    pub(crate) fn seccomp_fd(&self) -> Option<i32> {
+        self.seccomp.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// Makes `command`'s process apply this setup after fork, before exec, so bubblewrap
@@ -212,6 +236,42 @@ impl ChildSetup {
             command.pre_exec(move || self.apply());
         }
     }
+}
+
+/// Marks every descriptor from 3 up close-on-exec, so nothing the runtime inherited from
+/// its own parent, or opened without `O_CLOEXEC`, reaches the sandbox; then clears the flag
+/// on `keep` (the seccomp filter). Kernels before 5.11 lack `close_range` with that flag:
+/// then each descriptor below `scan_end` is marked.
+#[expect(
+    unsafe_code,
+    reason = "close_range and fcntl on raw descriptor numbers have no safe wrapper in nix"
+)]
+fn close_inherited(scan_end: i32, keep: Option<i32>) -> io::Result<()> {
+    use nix::libc;
+    let (first, last) = (3_u32, u32::MAX);
+    // SAFETY: system calls on plain integers that touch no memory of this process; both
+    // are async-signal-safe, as the pre-exec hook requires.
+    let marked = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            last,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0;
+    if !marked {
+        for fd in 3..scan_end {
+            // SAFETY: as above; EBADF for numbers not in use is expected and ignored.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    if let Some(fd) = keep {
+        // SAFETY: as above.
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// How many tasks (threads) processes of `uid` run now: what `RLIMIT_NPROC` counts.

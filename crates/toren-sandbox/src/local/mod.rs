@@ -1,14 +1,17 @@
 //! The `local` backend: each command runs under bubblewrap (Linux namespaces, no daemon)
 //! over the run's workspace directory. [`LocalBackend`] checks bwrap once and opens one
-//! [`Sandbox`] per run; the argv is built by the pure `argv` module and run by `exec`.
+//! [`Sandbox`] per run; the argv is built by the pure `argv` module and run by `exec`, under
+//! the resource limits of `limits` (with `cgroup`) and the system call filter of `seccomp`.
 
 mod argv;
 mod cgroup;
 mod exec;
 mod limits;
+mod seccomp;
 
 use std::fmt;
 use std::fs::DirBuilder;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -101,7 +104,15 @@ impl LocalBackend {
             network: false,
             layout: &self.layout,
             tmp_size: ResourceLimits::default().memory,
+            seccomp_fd: None,
             command: "true",
+        };
+        // The seccomp filter, on a descriptor bwrap inherits (the real commands get theirs
+        // from the pre-exec hook instead).
+        let filter = seccomp_for_check()?;
+        let spec = BwrapSpec {
+            seccomp_fd: filter.as_ref().map(AsRawFd::as_raw_fd),
+            ..spec
         };
         let probe = std::process::Command::new(bwrap)
             .args(bwrap_argv(&spec))
@@ -110,6 +121,7 @@ impl LocalBackend {
             .stdin(Stdio::null())
             .output()
             .map_err(|e| Error::io(format!("cannot start `{}`", bwrap.display()), e))?;
+        drop(filter);
         if probe.status.success() {
             let enforcement = self.enforcement();
             tracing::info!(%enforcement, "sandbox resource limits");
@@ -178,6 +190,21 @@ impl LocalBackend {
     }
 }
 
+/// The seccomp filter in a pipe whose read end is inheritable, for [`LocalBackend::check`].
+fn seccomp_for_check() -> Result<Option<OwnedFd>> {
+    if !seccomp::SUPPORTED {
+        return Ok(None);
+    }
+    let fail = |e: nix::errno::Errno| Error::io("cannot pass the seccomp filter", e.into());
+    let (reader, writer) = nix::unistd::pipe().map_err(fail)?;
+    let program = seccomp::program();
+    let written = nix::unistd::write(&writer, &program).map_err(fail)?;
+    if written != program.len() {
+        return Err(fail(nix::errno::Errno::EIO));
+    }
+    Ok(Some(reader))
+}
+
 fn check_env(name: &str, value: &str) -> Result<()> {
     let invalid = |why| {
         Err(Error::InvalidEnv {
@@ -238,17 +265,18 @@ impl Sandbox for LocalSandbox {
 
     async fn exec(&self, req: ExecRequest) -> Result<ExecOutput> {
         check_command(&req.command)?;
+        let prepared = self
+            .limiter
+            .prepare(&self.limits)
+            .map_err(|e| Error::io("cannot set up the command's resource limits", e))?;
         let spec = BwrapSpec {
             workspace: self.workspace.path(),
             network: self.network,
             layout: &self.layout,
             tmp_size: self.limits.memory,
+            seccomp_fd: prepared.setup.seccomp_fd(),
             command: &req.command,
         };
-        let prepared = self
-            .limiter
-            .prepare(&self.limits)
-            .map_err(|e| Error::io("cannot set up the command's resource limits", e))?;
         exec::run(
             &self.bwrap,
             bwrap_argv(&spec),

@@ -11,6 +11,7 @@ fn render(network: bool, layout: &HostLayout) -> String {
         network,
         layout,
         tmp_size: 2 * 1024 * 1024 * 1024,
+        seccomp_fd: Some(3),
         command: "echo hi && ls",
     };
     let argv = bwrap_argv(&spec);

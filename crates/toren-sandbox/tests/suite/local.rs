@@ -197,6 +197,30 @@ async fn env_holds_only_the_minimum_and_granted_names_and_values_stay_out_of_arg
 }
 
 #[tokio::test]
+async fn no_file_descriptor_of_the_runtime_reaches_the_command() {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    let f = fixture().await;
+    // An inheritable descriptor, like one the runtime's own parent might have passed on.
+    let leaky = std::fs::File::open("/etc/hostname").unwrap();
+    fcntl(&leaky, FcntlArg::F_SETFD(FdFlag::empty())).unwrap();
+    let out = f.run("echo fds: $(ls /proc/self/fd | sort -n)").await;
+    // 0-2 are the standard streams, 3 is `ls` reading the directory.
+    assert_eq!(out, ok("fds: 0 1 2 3\n"));
+    drop(leaky);
+}
+
+#[tokio::test]
+async fn the_kernel_keyrings_are_out_of_reach() {
+    let f = fixture().await;
+    // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING): refused by the filter.
+    let probe = "python3 -c 'import ctypes, platform; \
+                 nr = {\"x86_64\": 250, \"aarch64\": 219}[platform.machine()]; \
+                 libc = ctypes.CDLL(None, use_errno=True); \
+                 print(libc.syscall(nr, 0, -3, 0), ctypes.get_errno())'";
+    assert_eq!(f.run(probe).await, ok("-1 1\n"));
+}
+
+#[tokio::test]
 async fn invalid_granted_variables_are_refused() {
     let root = tempfile::tempdir().unwrap();
     let policy = ResolvedPolicy {

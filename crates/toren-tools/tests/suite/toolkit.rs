@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use toren_protocol::{ToolCall, ToolCompleted};
-use toren_sandbox::{ExecOutput, ExecRequest, Sandbox, Workspace};
+use toren_sandbox::{ExecOutput, ExecRequest, LimitHit, Sandbox, Workspace};
 use toren_tools::{TOOL_NAMES, ToolError, ToolOutcome, Toolkit};
 
 use super::common::{Fixture, err};
@@ -126,4 +126,50 @@ async fn host_faults_are_errors_not_tool_results() {
         )
         .await;
     assert!(read.unwrap().is_error);
+}
+
+/// A sandbox whose commands ran into both limits.
+#[derive(Debug)]
+struct LimitedSandbox(Workspace);
+
+#[async_trait]
+impl Sandbox for LimitedSandbox {
+    fn workspace(&self) -> &Workspace {
+        &self.0
+    }
+    fn backend(&self) -> &'static str {
+        "limited"
+    }
+    fn instance_id(&self) -> String {
+        "limited".to_owned()
+    }
+    async fn exec(&self, _req: ExecRequest) -> toren_sandbox::Result<ExecOutput> {
+        Ok(ExecOutput {
+            exit_code: Some(137),
+            output: "Killed\n".to_owned(),
+            truncated: false,
+            timed_out: false,
+            limits_hit: vec![
+                LimitHit::Memory { limit: 256 << 20 },
+                LimitHit::Pids { limit: 64 },
+            ],
+        })
+    }
+}
+
+#[tokio::test]
+async fn limits_a_command_ran_into_are_reported_to_the_model() {
+    let root = tempfile::tempdir().unwrap();
+    let sandbox = LimitedSandbox(Workspace::create(root.path(), "ws").unwrap());
+    let out = Toolkit::default()
+        .execute(&sandbox, &call("bash", json!({"command": "make -j"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.output,
+        "Killed\n[exit code: 137]\n\
+         [limit reached: the command reached its memory limit of 256 MiB and the kernel killed a process]\n\
+         [limit reached: the command reached its limit of 64 processes: starting another failed]"
+    );
+    assert!(out.is_error);
 }

@@ -292,8 +292,14 @@ fn check(toren: &Toren, run: &str) {
     assert_eq!(calls.len(), STEPS + 1);
     assert!(completions.values().all(|n| *n == 1), "{completions:?}");
     assert_eq!(
-        completions.keys().cloned().collect::<Vec<_>>().len(),
-        calls.len()
+        completions.keys().cloned().collect::<Vec<_>>(),
+        calls
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        "every call the model made was completed, and nothing else"
     );
     let answered: Vec<String> = state
         .messages

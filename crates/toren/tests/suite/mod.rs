@@ -5,3 +5,4 @@ mod config_errors;
 mod providers;
 mod resume;
 mod scripted;
+mod trust;

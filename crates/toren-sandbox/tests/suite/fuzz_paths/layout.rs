@@ -1,15 +1,15 @@
 //! The tree each path-fuzzing case runs in, and the snapshot that proves nothing outside
 //! the workspace changed.
 //!
-//! Building the tree takes a few milliseconds of file-system work, so a test builds it
-//! once and [`Layout::with`] restores the workspace between cases; a case that changed
-//! anything outside the workspace has already failed, and the tree is then rebuilt.
-//!
 //! `base/p/…/p/tmp` (deep padding, so that even a long run of `..` would land in the
 //! test's own directories) holds `outside/` with canary files, `sandboxes/other_run/`
 //! (another run's workspace, also a canary) and `sandboxes/ws`, the workspace under test,
 //! full of symlinks. The snapshot records every entry under `base` except the workspace:
 //! kind, mode, content, link target.
+//!
+//! Building the tree takes a few milliseconds of file-system work, so a test builds it
+//! once and [`Layout::with`] restores the workspace between cases; a case that changed
+//! anything outside the workspace has already failed, and the tree is then rebuilt.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,94 @@
+//! The trust suite: the sandbox's promises (seed "The trust model", invariants I-7 to I-10)
+//! attacked through the real agent loop. A scripted model makes the probes as ordinary tool
+//! calls; the real `toren` binary runs them in a real sandbox; the assertions look at the
+//! tool results in `toren events --json`, at the workspace, and at the host (files, the
+//! database bytes, every process's argv).
+//!
+//! Every backend runs the same suite: a [`Backend`] names it and says which probes cannot
+//! apply to it and why; those are printed, never silently skipped. Each test prints how
+//! many probes its category made (run with `--no-capture`, or see the nextest override in
+//! `.config/nextest.toml`, which shows the output of `trust` tests).
+
+mod approval;
+mod bad_input;
+mod harness;
+mod network;
+mod paths;
+mod runaway;
+mod secrets;
+
+/// A sandbox backend under test.
+pub(crate) struct Backend {
+    /// Shown in the output: `trust[local] ...`.
+    pub(crate) name: &'static str,
+    /// The `TOREN_SANDBOX` value that selects it.
+    pub(crate) sandbox: &'static str,
+    /// Probes that cannot apply to this backend, with the reason.
+    pub(crate) not_applicable: &'static [(&'static str, &'static str)],
+}
+
+pub(crate) const LOCAL: Backend = Backend {
+    name: "local",
+    sandbox: "local",
+    not_applicable: &[],
+};
+
+impl Backend {
+    /// Whether `probe` applies; if not, says why on stdout.
+    pub(crate) fn applies(&self, probe: &str) -> bool {
+        match self.not_applicable.iter().find(|(name, _)| *name == probe) {
+            Some((_, why)) => {
+                report_not_applicable(self, probe, why);
+                false
+            }
+            None => true,
+        }
+    }
+}
+
+pub(crate) fn report_not_applicable(backend: &Backend, probe: &str, why: &str) {
+    println!("trust[{}] NOT APPLICABLE {probe}: {why}", backend.name);
+}
+
+pub(crate) fn note(backend: &Backend, text: &str) {
+    println!("trust[{}] note: {text}", backend.name);
+}
+
+pub(crate) fn report(backend: &Backend, category: &str, probes: usize) {
+    println!("trust[{}] {category}: {probes} probes", backend.name);
+}
+
+#[test]
+fn local_secrets() {
+    secrets::suite(&LOCAL);
+}
+
+#[test]
+fn local_network() {
+    network::suite(&LOCAL);
+}
+
+#[test]
+fn local_paths() {
+    paths::suite(&LOCAL);
+}
+
+#[test]
+fn local_runaway() {
+    runaway::suite(&LOCAL);
+}
+
+#[test]
+fn local_runaway_disk_fill() {
+    runaway::disk_fill(&LOCAL);
+}
+
+#[test]
+fn local_bad_input() {
+    bad_input::suite(&LOCAL);
+}
+
+#[test]
+fn local_approval() {
+    approval::suite(&LOCAL);
+}

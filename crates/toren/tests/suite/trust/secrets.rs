@@ -1,0 +1,356 @@
+//! Secrets (I-7): the runtime's environment holds canary credentials, and canary files sit
+//! where an operator keeps secrets (`~/.aws`, `~/.ssh`, `~/.docker`, beside the database,
+//! in another run's workspace). From inside the sandbox no probe finds any of them; only
+//! `MY_APP_DB_URL`, and only when the agent grants it. No canary reaches the event log, the
+//! database files, any process's argv, or any file the runtime writes.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::harness::{self, Call, bash, call, contains, files_under};
+use super::{Backend, report};
+use crate::suite::common::{Toren, text};
+
+/// The credentials of the runtime itself; `MY_APP_DB_URL` is the operator's own variable.
+const RUNTIME_VARS: [&str; 5] = [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "E2B_API_KEY",
+    "TOREN_API_TOKEN",
+    "TOREN_DATABASE_URL",
+];
+
+struct Canaries {
+    /// (variable, value) for the runtime's variables and `MY_APP_DB_URL`.
+    vars: Vec<(&'static str, String)>,
+    /// Planted files and the canary each holds.
+    files: Vec<(PathBuf, String)>,
+    my_app: String,
+    db_dir: PathBuf,
+}
+
+impl Canaries {
+    fn values(&self) -> impl Iterator<Item = &str> {
+        self.vars
+            .iter()
+            .map(|(_, v)| v.as_str())
+            .chain(self.files.iter().map(|(_, v)| v.as_str()))
+    }
+
+    /// Every canary except the granted `MY_APP_DB_URL`.
+    fn never(&self) -> impl Iterator<Item = &str> {
+        self.values().filter(move |v| *v != self.my_app)
+    }
+}
+
+fn plant(toren: Toren) -> (Toren, Canaries) {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let token = format!("{:x}{nanos:x}", std::process::id());
+    let canary = |what: &str| format!("trustcanary-{what}-{token}");
+    let home = toren.dir.path().join("home");
+    let toren_home = toren.dir.path().join("toren");
+    let db_dir = toren_home.join(canary("dbdir"));
+    std::fs::create_dir_all(&db_dir).unwrap();
+
+    let mut vars: Vec<(&'static str, String)> = RUNTIME_VARS
+        .iter()
+        .map(|v| (*v, canary(&v.to_lowercase())))
+        .collect();
+    let db_url = format!("sqlite://{}", db_dir.join("toren.db").display());
+    vars.retain(|(name, _)| *name != "TOREN_DATABASE_URL");
+    vars.push(("TOREN_DATABASE_URL", db_url));
+    let my_app = canary("my-app-db-url");
+    vars.push(("MY_APP_DB_URL", my_app.clone()));
+
+    let other_workspace = toren_home.join("sandboxes").join("run_other");
+    let planted = [
+        (home.join(".aws/credentials"), "aws"),
+        (home.join(".ssh/id_ed25519"), "ssh"),
+        (home.join(".docker/config.json"), "docker"),
+        (db_dir.join("secrets.env"), "beside-db"),
+        (toren_home.join("operator.env"), "toren-home"),
+        (other_workspace.join("secret.txt"), "other-run"),
+    ];
+    let files = planted
+        .into_iter()
+        .map(|(path, what)| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let value = canary(what);
+            std::fs::write(&path, format!("secret = {value}\n")).unwrap();
+            (path, value)
+        })
+        .collect();
+    let mut toren = toren;
+    for (name, value) in &vars {
+        toren = toren.env(name, value);
+    }
+    (
+        toren,
+        Canaries {
+            vars,
+            files,
+            my_app,
+            db_dir,
+        },
+    )
+}
+
+/// (probe, what its output must show to prove it ran).
+fn probes(canaries: &Canaries, sandbox_root: &Path) -> Vec<(Call, &'static str)> {
+    let mut probes = vec![
+        (bash("env"), "PATH="),
+        (bash("cat /proc/self/environ | tr '\\0' '\\n'"), "PATH="),
+        (
+            bash("tr '\\0' '\\n' < /proc/1/environ; echo read-pid-1"),
+            "read-pid-1",
+        ),
+        (
+            bash("tr '\\0' '\\n' < /proc/$PPID/environ; echo parent=$PPID"),
+            "parent=",
+        ),
+        (bash("ps auxe"), "COMMAND"),
+        (
+            bash(
+                "for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done",
+            ),
+            "bash",
+        ),
+        (bash("cat /proc/self/mountinfo; findmnt -r"), "/workspace"),
+        (
+            bash(
+                "grep -rao -D skip --exclude-dir=proc --exclude-dir=usr --exclude-dir=sys \
+                 -e 'trustcanary-[a-z0-9-]*' / 2>/dev/null | head -20; echo searched",
+            ),
+            "searched",
+        ),
+        (
+            bash(
+                "find / -path /proc -prune -o \\( -name credentials -o -name id_ed25519 -o \
+                 -name config.json -o -name 'toren.db*' -o -name '*.env' -o -name secret.txt \\) \
+                 -print 2>/dev/null; echo found-nothing-else",
+            ),
+            "found-nothing-else",
+        ),
+        (
+            bash("ls -la ~ /root /home /run /var 2>&1; echo HOME=$HOME"),
+            "HOME=/workspace",
+        ),
+        (
+            bash(
+                "ls -l /proc/1/fd/ 2>&1; cat /proc/1/fd/3 2>&1; echo fds: $(ls /proc/self/fd | sort -n)",
+            ),
+            "fds: 0 1 2 3\n",
+        ),
+        (
+            bash("cat /proc/keys /proc/self/status 2>&1 | head -50"),
+            "Name:",
+        ),
+        // The kernel keyrings of the user running Toren: keyctl is refused.
+        (
+            bash(
+                "python3 -c 'import ctypes, platform; \\
+                 nr = {\"x86_64\": 250, \"aarch64\": 219}[platform.machine()]; \\
+                 libc = ctypes.CDLL(None, use_errno=True); \\
+                 print(\"keyctl:\", libc.syscall(nr, 0, -3, 0), ctypes.get_errno())'",
+            ),
+            "keyctl: -1 1\n",
+        ),
+    ];
+    // Every planted file and the sandbox root, by their host paths.
+    for (path, _) in &canaries.files {
+        probes.push((bash(&format!("cat {}", path.display())), "No such file"));
+    }
+    probes.push((
+        bash(&format!(
+            "ls {} {}",
+            sandbox_root.display(),
+            canaries.db_dir.display()
+        )),
+        "No such file",
+    ));
+    probes.push((
+        bash(&format!(
+            "cat {}",
+            canaries.db_dir.join("toren.db").display()
+        )),
+        "No such file",
+    ));
+    // The file tools run on the host: a symlink made in the sandbox must not lead them to
+    // the runtime's own environment, a key, or another run's workspace.
+    let key = canaries.files[1].0.display().to_string();
+    probes.push((
+        bash(&format!(
+            "ln -s /proc/self/environ env_link; ln -s {key} key_link; echo linked"
+        )),
+        "linked",
+    ));
+    probes.push((
+        call("read_file", json!({"path": "env_link"})),
+        "outside the workspace",
+    ));
+    probes.push((
+        call("read_file", json!({"path": "key_link"})),
+        "outside the workspace",
+    ));
+    probes.push((
+        call("read_file", json!({"path": "../run_other/secret.txt"})),
+        "outside the workspace",
+    ));
+    // A long probe, during which the test reads every process's argv.
+    probes.push((bash("sleep 1.5; echo slept"), "slept"));
+    probes
+}
+
+pub(crate) fn suite(backend: &Backend) {
+    let (toren, canaries) = plant(harness::toren_for(backend));
+    let probes = probes(&canaries, &toren.sandbox_root());
+    let calls: Vec<Call> = probes.iter().map(|(c, _)| c.clone()).collect();
+    harness::agent(&toren, "nosy", "  approval: never\n", &[calls]);
+    let grant_calls = vec![
+        bash("env"),
+        bash("cat /proc/self/environ | tr '\\0' '\\n'"),
+        bash("sleep 1.5; echo slept"),
+    ];
+    harness::agent(
+        &toren,
+        "granted",
+        "  approval: never\n  env: [MY_APP_DB_URL]\n",
+        &[grant_calls],
+    );
+    let mut count = 0;
+
+    // Every probe from inside the sandbox finds nothing.
+    let mut argv_leaks: Vec<String> = Vec::new();
+    let mut sample = |_pid: u32| {
+        for (_, line) in harness::command_lines() {
+            if canaries.values().any(|v| line.contains(v)) {
+                argv_leaks.push(line);
+            }
+        }
+    };
+    let ran = harness::run_watching(&toren, "nosy", &mut sample);
+    ran.assert_completed();
+    for (i, (probe, proof)) in probes.iter().enumerate() {
+        let result = ran.result(i);
+        for value in canaries.values() {
+            assert!(
+                !result.output.contains(value),
+                "probe {probe:?} found canary {value}:\n{}",
+                result.output
+            );
+        }
+        assert!(
+            result.output.contains(proof),
+            "probe {probe:?} did not run as intended (expected {proof:?}):\n{}",
+            result.output
+        );
+        // Nothing, an inherited file descriptor included, leads to the database (unless
+        // the probe itself names it).
+        let names_db = probe.args.to_string().contains("toren.db");
+        assert!(
+            names_db || !result.output.contains("toren.db"),
+            "probe {probe:?} sees the database:\n{}",
+            result.output
+        );
+        count += 1;
+    }
+
+    // Granted, MY_APP_DB_URL and only it shows up.
+    let granted = harness::run_watching(&toren, "granted", &mut sample);
+    granted.assert_completed();
+    for i in 0..2 {
+        let output = &granted.result(i).output;
+        assert!(
+            output.contains(&format!("MY_APP_DB_URL={}\n", canaries.my_app)),
+            "{output}"
+        );
+        for value in canaries.never() {
+            assert!(
+                !output.contains(value),
+                "granted run found {value}:\n{output}"
+            );
+        }
+        count += 1;
+    }
+    assert_eq!(
+        granted.events[0]["policy"]["env"],
+        json!(["MY_APP_DB_URL"]),
+        "names only are pinned"
+    );
+    count += 1;
+
+    // No canary in any process's argv while the runs went on.
+    assert_eq!(argv_leaks, Vec::<String>::new(), "canaries in argv");
+    count += 1;
+
+    // None in the event logs (the granted value only in the granted run's tool output).
+    for value in canaries.never() {
+        assert!(!ran.log_text().contains(value), "event log holds {value}");
+        assert!(
+            !granted.log_text().contains(value),
+            "event log holds {value}"
+        );
+    }
+    assert!(!ran.log_text().contains(&canaries.my_app));
+    count += 1;
+
+    // None in the database files, write-ahead log included.
+    let db_files: Vec<PathBuf> = files_under(&canaries.db_dir)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("toren.db")
+        })
+        .collect();
+    assert!(!db_files.is_empty(), "no database files found");
+    for file in db_files {
+        let bytes = std::fs::read(&file).unwrap();
+        for value in canaries.never() {
+            assert!(!contains(&bytes, value), "{} holds {value}", file.display());
+        }
+    }
+    count += 1;
+
+    // None in any file the runtime wrote (the planted ones aside).
+    let planted: Vec<&PathBuf> = canaries.files.iter().map(|(p, _)| p).collect();
+    for file in files_under(&toren.dir.path().join("toren")) {
+        if planted.contains(&&file) {
+            continue;
+        }
+        let bytes = std::fs::read(&file).unwrap();
+        for value in canaries.never() {
+            assert!(!contains(&bytes, value), "{} holds {value}", file.display());
+        }
+    }
+    count += 1;
+
+    // An agent file may not grant the runtime's credentials.
+    for name in RUNTIME_VARS {
+        let path = toren.agent(
+            "greedy",
+            &format!("name: greedy\nmodel: scripted/nosy.script.yaml\nsandbox:\n  env: [{name}]\n"),
+        );
+        let out = toren.run(&["check", path.to_str().unwrap()]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "granting {name}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("never enters a sandbox"),
+            "{}",
+            text(&out.stderr)
+        );
+        count += 1;
+    }
+    report(backend, "secrets", count);
+}
