@@ -196,6 +196,13 @@ impl Checker<'_> {
     fn model(&self, model: &Spanned<String>) -> Result<()> {
         let at = model.referenced;
         let value = model.value.as_str();
+        if value.chars().any(char::is_control) {
+            // Printed as is, such a value could rewrite the terminal of whoever reads it.
+            return Err(self.error(
+                at,
+                format!("`model` must not contain control characters, found {value:?}"),
+            ));
+        }
         let providers = PROVIDERS.join(", ");
         let Some((provider, id)) = value.split_once('/') else {
             return Err(self.error_with_help(
@@ -250,6 +257,15 @@ impl Checker<'_> {
                     image.referenced,
                     "`image` is empty",
                     "name an image, or remove the key to use the backend's default image",
+                ));
+            }
+            Some(image) if image.value.chars().any(char::is_control) => {
+                return Err(self.error(
+                    image.referenced,
+                    format!(
+                        "`image` must not contain control characters, found {:?}",
+                        image.value
+                    ),
                 ));
             }
             other => other.map(|image| image.value),

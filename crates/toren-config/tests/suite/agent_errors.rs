@@ -127,6 +127,18 @@ fn bad_model_strings_say_provider_slash_model_id() {
             10,
         ),
         ("model_with_space", "name: a\nmodel: openai/gpt 5\n", 2, 8),
+        (
+            "model_with_escape",
+            "name: a\nmodel: \"anthropic/\\e[31mred\"\n",
+            2,
+            8,
+        ),
+        (
+            "image_with_escape",
+            "name: a\nmodel: anthropic/m\nsandbox:\n  image: \"x\\e]0;pwned\\a\"\n",
+            4,
+            10,
+        ),
     ]);
 }
 
