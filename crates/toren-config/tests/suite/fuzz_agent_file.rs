@@ -182,7 +182,9 @@ fn check_spec(spec: &AgentSpec) -> Result<(), TestCaseError> {
         spec.model
     );
     prop_assert!(
-        !id.trim().is_empty() && !spec.model.contains(char::is_whitespace),
+        !id.trim().is_empty()
+            && !spec.model.contains(char::is_whitespace)
+            && !spec.model.contains(char::is_control),
         "bad model id accepted: {:?}",
         spec.model
     );
@@ -193,6 +195,10 @@ fn check_spec(spec: &AgentSpec) -> Result<(), TestCaseError> {
     if let Some(sandbox) = &spec.sandbox {
         if let Some(image) = &sandbox.image {
             prop_assert!(!image.trim().is_empty(), "blank image accepted");
+            prop_assert!(
+                !image.contains(char::is_control),
+                "image with control characters accepted: {image:?}"
+            );
         }
         for (index, var) in sandbox.env.iter().enumerate() {
             prop_assert!(is_env_name(var), "invalid env name accepted: {var:?}");

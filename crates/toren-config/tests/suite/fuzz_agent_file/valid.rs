@@ -10,14 +10,19 @@ fn non_blank() -> impl Strategy<Value = String> {
     any::<String>().prop_filter("non-blank", |s| !s.trim().is_empty())
 }
 
+/// A non-blank string without control characters (images may not hold them).
+fn printable() -> impl Strategy<Value = String> {
+    non_blank().prop_filter("printable", |s| !s.contains(char::is_control))
+}
+
 pub(super) fn valid_spec() -> impl Strategy<Value = AgentSpec> {
-    let model = (select(PROVIDERS), "[^\\s]{1,24}").prop_map(|(p, id)| format!("{p}/{id}"));
+    let model = (select(PROVIDERS), "[^\\s\\p{Cc}]{1,24}").prop_map(|(p, id)| format!("{p}/{id}"));
     let env = prop::collection::btree_set("[A-Za-z_][A-Za-z0-9_]{0,16}", 0..5).prop_map(|names| {
         let granted = names.into_iter().filter(|n| !env_vars::is_secret(n));
         granted.collect::<Vec<_>>()
     });
     let sandbox = (
-        prop::option::of(non_blank()),
+        prop::option::of(printable()),
         any::<bool>(),
         select(&[ApprovalPolicy::Always, ApprovalPolicy::Never][..]),
         env,
