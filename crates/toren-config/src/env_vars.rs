@@ -42,9 +42,10 @@ pub const TOREN_DATABASE_URL: EnvVar = EnvVar {
 
 pub const TOREN_SANDBOX: EnvVar = EnvVar {
     name: "TOREN_SANDBOX",
-    default: Some("local"),
-    description: "Sandbox backend: `local` (bubblewrap) or `none` (sandbox agents fail fast). \
-                  `auto`, `docker` and `e2b` are not available in this version.",
+    default: Some("auto"),
+    description: "Sandbox backend: `auto` (E2B if E2B_API_KEY is set, else docker), `docker` \
+                  (a container per run), `local` (bubblewrap, no daemon), `none` (sandbox \
+                  agents fail fast). `e2b` is not available in this version.",
     secret: false,
 };
 
@@ -54,6 +55,28 @@ pub const TOREN_SANDBOX_ROOT: EnvVar = EnvVar {
     description: "Directory holding one workspace per run or session. Toren never deletes \
                   a workspace.",
     secret: false,
+};
+
+pub const TOREN_EXEC_HELPER: EnvVar = EnvVar {
+    name: "TOREN_EXEC_HELPER",
+    default: Some("toren-exec beside the toren binary"),
+    description: "The static `toren-exec` helper the docker backend runs as each container's \
+                  PID 1 (`scripts/build-exec-helper` builds it and prints its path).",
+    secret: false,
+};
+
+pub const DOCKER_HOST: EnvVar = EnvVar {
+    name: "DOCKER_HOST",
+    default: Some("unix:///var/run/docker.sock"),
+    description: "The docker daemon the docker backend talks to.",
+    secret: false,
+};
+
+pub const E2B_API_KEY: EnvVar = EnvVar {
+    name: "E2B_API_KEY",
+    default: None,
+    description: "E2B key; with TOREN_SANDBOX=auto its presence selects the e2b backend.",
+    secret: true,
 };
 
 pub const ANTHROPIC_API_KEY: EnvVar = EnvVar {
@@ -106,6 +129,9 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_DATABASE_URL,
     TOREN_SANDBOX,
     TOREN_SANDBOX_ROOT,
+    TOREN_EXEC_HELPER,
+    DOCKER_HOST,
+    E2B_API_KEY,
     ANTHROPIC_API_KEY,
     ANTHROPIC_BASE_URL,
     OPENAI_API_KEY,
@@ -126,7 +152,7 @@ pub fn is_secret(name: &str) -> bool {
 
 /// Credentials of Toren's planned backends, API and channels: not read by this version,
 /// but Toren's own all the same, so never granted to a sandbox (I-7).
-pub const OTHER_CREDENTIALS: [&str; 3] = ["E2B_API_KEY", "TOREN_API_TOKEN", "TELEGRAM_BOT_TOKEN"];
+pub const OTHER_CREDENTIALS: [&str; 2] = ["TOREN_API_TOKEN", "TELEGRAM_BOT_TOKEN"];
 
 /// Whether `name` belongs to Toren (a credential, or any `TOREN_*` variable) and so may
 /// never be granted to a sandbox.

@@ -60,10 +60,10 @@ pub enum Error {
     },
 
     #[error(
-        "TOREN_SANDBOX={value} is not available in this version of Toren; set \
+        "TOREN_SANDBOX={value}: {why}; set TOREN_SANDBOX=docker (a container per run), \
          TOREN_SANDBOX=local (bubblewrap) or TOREN_SANDBOX=none (no sandbox)"
     )]
-    SandboxUnavailable { value: String },
+    SandboxUnavailable { value: String, why: String },
 }
 
 impl Error {

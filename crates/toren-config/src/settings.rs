@@ -21,10 +21,17 @@ pub struct Settings {
     pub agents_dir: PathBuf,
     /// `TOREN_DATABASE_URL`; a secret because a Postgres URL may carry a password.
     pub database_url: Secret,
-    /// `TOREN_SANDBOX`.
+    /// `TOREN_SANDBOX`, with `auto` resolved.
     pub sandbox: SandboxChoice,
+    /// Whether `sandbox` was resolved from `auto` (the default).
+    pub sandbox_auto: bool,
     /// `TOREN_SANDBOX_ROOT`: parent of the per-run and per-session workspaces.
     pub sandbox_root: PathBuf,
+    /// `TOREN_EXEC_HELPER`: the docker backend's in-container helper; `None` means the
+    /// binary decides (beside itself).
+    pub exec_helper: Option<PathBuf>,
+    /// `DOCKER_HOST`; `None` means the local socket.
+    pub docker_host: Option<String>,
     pub anthropic_api_key: Option<Secret>,
     /// Without a trailing `/`.
     pub anthropic_base_url: String,
@@ -51,9 +58,22 @@ impl Settings {
         };
         let database_url = read(&env_vars::TOREN_DATABASE_URL)
             .unwrap_or_else(|| format!("sqlite://{}", home.join("toren.db").display()));
-        let sandbox = match read(&env_vars::TOREN_SANDBOX) {
-            Some(value) => value.parse()?,
-            None => SandboxChoice::Local,
+        let e2b_key = read(&env_vars::E2B_API_KEY).is_some();
+        let requested = read(&env_vars::TOREN_SANDBOX).unwrap_or_else(|| "auto".to_owned());
+        let sandbox_auto = requested == "auto";
+        let sandbox = if sandbox_auto {
+            // The seed's rule: E2B when its key is set, else local docker.
+            if e2b_key {
+                return Err(Error::SandboxUnavailable {
+                    value: "auto".to_owned(),
+                    why: "auto picks e2b because E2B_API_KEY is set, and e2b is not available \
+                          in this version"
+                        .to_owned(),
+                });
+            }
+            SandboxChoice::Docker
+        } else {
+            requested.parse()?
         };
         let sandbox_root = read(&env_vars::TOREN_SANDBOX_ROOT)
             .map_or_else(|| home.join("sandboxes"), PathBuf::from);
@@ -74,7 +94,10 @@ impl Settings {
             ),
             database_url: Secret::new(database_url),
             sandbox,
+            sandbox_auto,
             sandbox_root,
+            exec_helper: read(&env_vars::TOREN_EXEC_HELPER).map(PathBuf::from),
+            docker_host: read(&env_vars::DOCKER_HOST),
             anthropic_api_key: read(&env_vars::ANTHROPIC_API_KEY).map(Secret::new),
             anthropic_base_url: http_url(
                 &env_vars::ANTHROPIC_BASE_URL,
@@ -109,24 +132,27 @@ fn http_url(var: &'static EnvVar, value: Option<String>) -> Result<String> {
     }
 }
 
-/// The sandbox backend picked with `TOREN_SANDBOX`. Only implemented backends are
-/// variants; recognised but unimplemented names fail in [`FromStr`].
+/// The sandbox backend picked with `TOREN_SANDBOX` (`auto` resolves to one of these).
+/// Only implemented backends are variants; `e2b` fails in [`FromStr`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SandboxChoice {
-    /// bubblewrap namespaces over the workspace (the default).
+    /// One docker container per run over the bind-mounted workspace.
+    Docker,
+    /// bubblewrap namespaces over the workspace; no daemon.
     Local,
     /// No sandbox: agents that ask for one fail fast.
     None,
 }
 
 impl SandboxChoice {
-    /// The accepted `TOREN_SANDBOX` values that are implemented.
-    pub const AVAILABLE: &[&str] = &["local", "none"];
+    /// The accepted `TOREN_SANDBOX` values.
+    pub const AVAILABLE: &[&str] = &["auto", "docker", "local", "none"];
     /// Values that name a backend this version does not have yet.
-    pub const PLANNED: &[&str] = &["auto", "docker", "e2b"];
+    pub const PLANNED: &[&str] = &["e2b"];
 
     pub const fn as_str(self) -> &'static str {
         match self {
+            Self::Docker => "docker",
             Self::Local => "local",
             Self::None => "none",
         }
@@ -144,16 +170,18 @@ impl FromStr for SandboxChoice {
 
     fn from_str(value: &str) -> Result<Self> {
         match value {
+            "docker" => Ok(Self::Docker),
             "local" => Ok(Self::Local),
             "none" => Ok(Self::None),
             planned if Self::PLANNED.contains(&planned) => Err(Error::SandboxUnavailable {
                 value: planned.to_owned(),
+                why: format!("the {planned} backend is not available in this version yet"),
             }),
             other => Err(Error::InvalidSetting {
                 var: env_vars::TOREN_SANDBOX.name,
                 value: other.to_owned(),
                 expected: format!(
-                    "one of: {} ({} are not available in this version)",
+                    "one of: {} ({} is not available in this version)",
                     Self::AVAILABLE.join(", "),
                     Self::PLANNED.join(", ")
                 ),

@@ -91,6 +91,11 @@ impl RunDriver {
             outcome = self.drive_held(&lease, cancel) => outcome,
         };
         heartbeat.abort();
+        if let (Ok(Outcome::Ended { .. }), Some(backend)) = (&outcome, &self.config.sandbox)
+            && let Err(e) = backend.finish(&lease.run_id).await
+        {
+            tracing::warn!(run = %lease.run_id, "could not clean up the run's sandbox: {e}");
+        }
         if let Err(e) = self.config.store.release_lease(&lease).await {
             tracing::warn!(run = %lease.run_id, "could not release the lease: {e}");
         }

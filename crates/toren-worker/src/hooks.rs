@@ -50,4 +50,10 @@ pub trait SandboxBackend: Send + Sync {
         policy: &ResolvedPolicy,
         env: Vec<(String, String)>,
     ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error>;
+
+    /// The run has ended: let go of what its sandbox holds (e.g. remove its container).
+    /// The workspace always stays (I-1). Failures are reported, never fatal.
+    async fn finish(&self, _run: &RunId) -> Result<(), toren_sandbox::Error> {
+        Ok(())
+    }
 }

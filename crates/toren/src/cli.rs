@@ -10,8 +10,8 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "toren", version, about, long_about, max_term_width = 100)]
 #[command(
     after_help = "Environment: TOREN_HOME (default ~/.toren), TOREN_AGENTS (default ./agents), \
-TOREN_DATABASE_URL (default sqlite://$TOREN_HOME/toren.db), TOREN_SANDBOX (local | none), \
-TOREN_SANDBOX_ROOT (default $TOREN_HOME/sandboxes), ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, \
+TOREN_DATABASE_URL (default sqlite://$TOREN_HOME/toren.db), TOREN_SANDBOX (auto | docker | local | \
+none), TOREN_SANDBOX_ROOT (default $TOREN_HOME/sandboxes), TOREN_EXEC_HELPER, DOCKER_HOST, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, \
 OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST. See the README."
 )]
 pub(crate) struct Cli {
@@ -45,6 +45,9 @@ pub(crate) enum Command {
     Deny(DenyArgs),
     /// Validate agent files; exits non-zero if any has an error.
     Check(CheckArgs),
+    /// The docker backend's containers and their reaper.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +90,23 @@ pub(crate) enum RunsCommand {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SandboxCommand {
+    /// List this installation's sandbox containers and whether their runs are live.
+    List {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove containers whose run is finished, and day-old containers of no known run.
+    /// Never touches a live run's container; never deletes a workspace.
+    Reap {
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 

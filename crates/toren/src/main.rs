@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, RunsCommand};
+use crate::cli::{Cli, Command, RunsCommand, SandboxCommand};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
@@ -53,5 +53,9 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Approve(args) => commands::approve::decide(&args, true, None).await,
         Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,
         Command::Check(args) => commands::check::check(&args.paths),
+        Command::Sandbox(SandboxCommand::List { json }) => commands::sandbox::list(json).await,
+        Command::Sandbox(SandboxCommand::Reap { dry_run }) => {
+            commands::sandbox::reap(dry_run).await
+        }
     }
 }

@@ -17,8 +17,11 @@ use toren_agent::{Action, RunState};
 use toren_protocol::{AgentSpec, Event, EventKind, RunId};
 use toren_worker::{Approver, Decision, Observer};
 
-pub(crate) fn announce_run(run_id: &RunId, agent: &AgentSpec) {
-    eprintln!("run {run_id} (agent {}, model {})", agent.name, agent.model);
+pub(crate) fn announce_run(run_id: &RunId, agent: &AgentSpec, sandbox: &str) {
+    eprintln!(
+        "run {run_id} (agent {}, model {}, sandbox {sandbox})",
+        agent.name, agent.model
+    );
 }
 
 pub(crate) fn interrupted(run_id: &RunId) {

@@ -1,7 +1,7 @@
 //! The one place that reads the process environment and picks concrete backends: the
 //! settings, the SQLite event log, the sandbox backend and the model provider.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
@@ -10,6 +10,7 @@ use toren_config::{SandboxChoice, Settings};
 use toren_model::{ModelProvider, ProviderSettings};
 use toren_protocol::{AgentSpec, ResolvedPolicy, RunId};
 use toren_sandbox::{LocalBackend, LocalSettings, Sandbox};
+use toren_sandbox_docker::{DEFAULT_IMAGE, DockerBackend, DockerSettings};
 use toren_store::{EventLog, SqliteStore};
 use toren_worker::SandboxBackend;
 
@@ -35,13 +36,20 @@ pub(crate) async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Fail
     Ok(Arc::new(store))
 }
 
+/// A sandbox backend ready for the worker, and the docker client when it is docker (for
+/// the reaper).
+pub(crate) struct Backend {
+    pub(crate) seam: Arc<dyn SandboxBackend>,
+    pub(crate) docker: Option<DockerBackend>,
+}
+
 /// The sandbox backend a run's pinned policy names, checked once: a backend that cannot
 /// work here fails now, naming the fix. A resumed run gets the backend it was created
 /// with, whatever `TOREN_SANDBOX` says today (I-4).
-pub(crate) fn sandbox_backend(
+pub(crate) async fn sandbox_backend(
     policy: &ResolvedPolicy,
     settings: &Settings,
-) -> Result<Arc<dyn SandboxBackend>, Failure> {
+) -> Result<Backend, Failure> {
     match policy.backend.as_str() {
         LocalBackend::NAME => {
             let backend = LocalBackend::new(LocalSettings {
@@ -49,13 +57,81 @@ pub(crate) fn sandbox_backend(
                 bwrap: None,
             });
             backend.check().map_err(Failure::usage)?;
-            Ok(Arc::new(Local(backend)))
+            Ok(Backend {
+                seam: Arc::new(Local(backend)),
+                docker: None,
+            })
+        }
+        DockerBackend::NAME => {
+            let backend = docker(settings).await?;
+            Ok(Backend {
+                seam: Arc::new(Docker(backend.clone())),
+                docker: Some(backend),
+            })
         }
         other => Err(Failure::usage(anyhow!(
             "this run's sandbox backend `{other}` is not available in this version of toren; \
              use a toren that provides it"
         ))),
     }
+}
+
+/// Connects to the docker daemon and checks the backend can work: daemon reachable,
+/// helper present and static. A missing default image is only a warning here (runs that
+/// name their own image do not need it); a run that needs it fails naming the fix.
+pub(crate) async fn docker(settings: &Settings) -> Result<DockerBackend, Failure> {
+    let backend = DockerBackend::connect(DockerSettings {
+        sandbox_root: settings.sandbox_root.clone(),
+        default_image: DEFAULT_IMAGE.to_owned(),
+        exec_helper: exec_helper(settings),
+        instance: instance(settings),
+        docker_host: settings.docker_host.clone(),
+    })
+    .await
+    .map_err(Failure::usage)?;
+    let status = backend.check().await.map_err(Failure::usage)?;
+    tracing::info!(
+        server = %status.server_version,
+        api = %status.api_version,
+        "docker backend ready"
+    );
+    if !status.default_image_present {
+        tracing::warn!(
+            "the default sandbox image {DEFAULT_IMAGE} is missing; build it with scripts/build-sandbox-image"
+        );
+    }
+    Ok(backend)
+}
+
+/// The `toren-exec` helper: `TOREN_EXEC_HELPER`, else where `scripts/build-exec-helper`
+/// puts the static build in the tree this binary came from, else beside this binary (an
+/// installed copy). A plain `cargo build` also leaves a dynamic `toren-exec` beside the
+/// binary; the static build wins over it.
+fn exec_helper(settings: &Settings) -> PathBuf {
+    if let Some(path) = &settings.exec_helper {
+        return path.clone();
+    }
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let beside = dir.join("toren-exec");
+    let built = dir.join("../exec-helper/x86_64-unknown-linux-gnu/release/toren-exec");
+    if built.exists() { built } else { beside }
+}
+
+/// This installation's name in container labels: stable for one event log, different for
+/// two, so one installation's reaper never touches another's containers.
+pub(crate) fn instance(settings: &Settings) -> String {
+    // FNV-1a: stable across releases and platforms, unlike std's hasher.
+    let hash = settings
+        .database_url
+        .expose()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("toren-{hash:016x}")
 }
 
 /// The policy a new run of `agent` is pinned to, or a usage error if the agent needs a
@@ -69,6 +145,7 @@ pub(crate) fn resolve_policy(
     };
     let backend = match settings.sandbox {
         SandboxChoice::Local => LocalBackend::NAME,
+        SandboxChoice::Docker => DockerBackend::NAME,
         SandboxChoice::None => {
             return Err(Failure::usage(anyhow!(
                 "agent `{}` has a sandbox, but sandboxes are disabled (TOREN_SANDBOX=none); set TOREN_SANDBOX=local to run it on this machine with bubblewrap",
@@ -111,6 +188,29 @@ pub(crate) fn model(
         .and_then(Path::parent);
     toren_model::build_provider(&agent.model, agent_dir, &provider_settings)
         .map_err(|e| Failure::usage(anyhow!(e).context(format!("agent `{}`", agent.name))))
+}
+
+/// The docker backend behind the worker's backend seam.
+struct Docker(DockerBackend);
+
+#[async_trait]
+impl SandboxBackend for Docker {
+    fn name(&self) -> &'static str {
+        DockerBackend::NAME
+    }
+
+    async fn open(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error> {
+        self.0.open(run, policy, env).await.map_err(Into::into)
+    }
+
+    async fn finish(&self, run: &RunId) -> Result<(), toren_sandbox::Error> {
+        self.0.remove_run(run).await.map(drop).map_err(Into::into)
+    }
 }
 
 /// The local (bubblewrap) backend behind the worker's backend seam.

@@ -24,8 +24,11 @@ fn defaults_follow_home() {
             home: PathBuf::from("/home/ada/.toren"),
             agents_dir: PathBuf::from("./agents"),
             database_url: Secret::new("sqlite:///home/ada/.toren/toren.db"),
-            sandbox: SandboxChoice::Local,
+            sandbox: SandboxChoice::Docker,
+            sandbox_auto: true,
             sandbox_root: PathBuf::from("/home/ada/.toren/sandboxes"),
+            exec_helper: None,
+            docker_host: None,
             anthropic_api_key: None,
             anthropic_base_url: "https://api.anthropic.com".to_owned(),
             openai_api_key: None,
@@ -44,6 +47,8 @@ fn every_variable_overrides_its_default() {
         ("TOREN_DATABASE_URL", "postgres://toren:pw@db/toren"),
         ("TOREN_SANDBOX", "none"),
         ("TOREN_SANDBOX_ROOT", "/data/workspaces"),
+        ("TOREN_EXEC_HELPER", "/opt/toren/toren-exec"),
+        ("DOCKER_HOST", "tcp://10.0.0.2:2375"),
         ("ANTHROPIC_API_KEY", "sk-ant-1"),
         ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9000/"),
         ("OPENAI_API_KEY", "sk-2"),
@@ -58,7 +63,10 @@ fn every_variable_overrides_its_default() {
             agents_dir: PathBuf::from("/etc/toren/agents"),
             database_url: Secret::new("postgres://toren:pw@db/toren"),
             sandbox: SandboxChoice::None,
+            sandbox_auto: false,
             sandbox_root: PathBuf::from("/data/workspaces"),
+            exec_helper: Some(PathBuf::from("/opt/toren/toren-exec")),
+            docker_host: Some("tcp://10.0.0.2:2375".to_owned()),
             anthropic_api_key: Some(Secret::new("sk-ant-1")),
             anthropic_base_url: "http://127.0.0.1:9000".to_owned(),
             openai_api_key: Some(Secret::new("sk-2")),
@@ -86,7 +94,7 @@ fn empty_values_count_as_unset() {
     ])
     .expect("valid");
     assert_eq!(got.home, PathBuf::from("/home/ada/.toren"));
-    assert_eq!(got.sandbox, SandboxChoice::Local);
+    assert_eq!(got.sandbox, SandboxChoice::Docker, "unset means auto");
     assert_eq!(got.anthropic_api_key, None);
     assert_eq!(got.openai_base_url, "https://api.openai.com/v1");
 }
@@ -101,21 +109,44 @@ fn no_home_at_all_is_a_clear_error() {
 #[test]
 fn each_toren_sandbox_value() {
     let choice = |value: &str| settings(&[("HOME", "/h"), ("TOREN_SANDBOX", value)]);
-    assert_eq!(
-        choice("local").expect("valid").sandbox,
-        SandboxChoice::Local
-    );
-    assert_eq!(choice("none").expect("valid").sandbox, SandboxChoice::None);
-    for planned in ["auto", "docker", "e2b"] {
-        let error = choice(planned).expect_err("not in this version");
-        assert!(
-            matches!(&error, Error::SandboxUnavailable { value } if value == planned),
-            "{error:?}"
+    for (value, expected, auto) in [
+        ("auto", SandboxChoice::Docker, true),
+        ("docker", SandboxChoice::Docker, false),
+        ("local", SandboxChoice::Local, false),
+        ("none", SandboxChoice::None, false),
+    ] {
+        let got = choice(value).expect("valid");
+        assert_eq!(
+            (value, got.sandbox, got.sandbox_auto),
+            (value, expected, auto)
         );
-        assert_snapshot!(format!("sandbox_{planned}"), error.to_string());
     }
+    let error = choice("e2b").expect_err("not in this version");
+    assert!(
+        matches!(&error, Error::SandboxUnavailable { value, .. } if value == "e2b"),
+        "{error:?}"
+    );
+    assert_snapshot!("sandbox_e2b", error.to_string());
     let error = choice("kubernetes").expect_err("unknown");
     assert_snapshot!("sandbox_unknown", error.to_string());
+}
+
+#[test]
+fn auto_picks_e2b_when_its_key_is_set_and_says_it_is_unavailable() {
+    let error = settings(&[("HOME", "/h"), ("E2B_API_KEY", "e2b_x")]).expect_err("e2b");
+    assert!(
+        matches!(&error, Error::SandboxUnavailable { value, .. } if value == "auto"),
+        "{error:?}"
+    );
+    assert_snapshot!("sandbox_auto_with_e2b_key", error.to_string());
+    // An explicit choice does not look at the key.
+    let got = settings(&[
+        ("HOME", "/h"),
+        ("E2B_API_KEY", "e2b_x"),
+        ("TOREN_SANDBOX", "local"),
+    ])
+    .expect("valid");
+    assert_eq!(got.sandbox, SandboxChoice::Local);
 }
 
 #[test]
@@ -172,7 +203,12 @@ fn the_registry_documents_every_variable_once() {
         .collect();
     assert_eq!(
         secrets,
-        ["TOREN_DATABASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+        [
+            "TOREN_DATABASE_URL",
+            "E2B_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY"
+        ]
     );
     assert_snapshot!(env_vars::markdown_table());
 }

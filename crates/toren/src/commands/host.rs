@@ -14,6 +14,7 @@ use toren_store::{EventLog, Lease};
 use toren_tools::{ToolSettings, Toolkit};
 use toren_worker::{Approver, Outcome, RunDriver, WorkerConfig, holder};
 
+use crate::commands::sandbox;
 use crate::exit::{FAILED, Failure, INTERRUPTED};
 use crate::printer::{self, StderrObserver, TerminalApprover};
 use crate::wiring;
@@ -31,14 +32,21 @@ pub(crate) struct Host {
 
 impl Host {
     /// Builds the worker for a run pinned to `agent` and `policy`.
-    pub(crate) fn new(
+    pub(crate) async fn new(
         agent: &AgentSpec,
         policy: Option<&ResolvedPolicy>,
         settings: &Settings,
         store: Arc<dyn EventLog>,
     ) -> Result<Self, Failure> {
         let backend = match policy {
-            Some(policy) => Some(wiring::sandbox_backend(policy, settings)?),
+            Some(policy) => {
+                let backend = wiring::sandbox_backend(policy, settings).await?;
+                if let Some(docker) = backend.docker {
+                    // Every long-lived process sweeps the containers no run needs.
+                    tokio::spawn(sandbox::reap_periodically(docker, Arc::clone(&store)));
+                }
+                Some(backend.seam)
+            }
             None => None,
         };
         let model = wiring::model(agent, settings)?;

@@ -7,6 +7,7 @@ pub(crate) mod host;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod sandbox;
 
 use toren_protocol::RunId;
 

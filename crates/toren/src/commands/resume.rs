@@ -25,7 +25,7 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
             FAILED
         });
     }
-    let host = Host::new(&state.agent, state.policy.as_ref(), &settings, store)?;
+    let host = Host::new(&state.agent, state.policy.as_ref(), &settings, store).await?;
     let lease = host.acquire(&run_id).await?;
     // Anything written between our read and the lease (e.g. by a process that just
     // stopped) is folded by the driver; the summary is about what we read.

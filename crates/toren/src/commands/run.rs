@@ -16,9 +16,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         toren_config::find_agent(&args.agent, &settings.agents_dir).map_err(Failure::usage)?;
     let policy = wiring::resolve_policy(&agent, &settings)?;
     let store = wiring::store(&settings).await?;
-    let host = Host::new(&agent, policy.as_ref(), &settings, store.clone())?;
+    let host = Host::new(&agent, policy.as_ref(), &settings, store.clone()).await?;
 
     let run_id = RunId::new();
+    let created_policy = policy.clone();
     let created = RunCreated {
         agent: agent.clone(),
         policy,
@@ -28,6 +29,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         .create_run(&run_id, created, &holder::this_process(), LEASE_TTL)
         .await
         .map_err(|e| Failure::failed(anyhow!(e).context("cannot create the run")))?;
-    printer::announce_run(&run_id, &agent);
+    let sandbox = match &created_policy {
+        Some(policy) if settings.sandbox_auto => format!("{} (TOREN_SANDBOX=auto)", policy.backend),
+        Some(policy) => policy.backend.clone(),
+        None => "none".to_owned(),
+    };
+    printer::announce_run(&run_id, &agent, &sandbox);
     host.drive(lease, args.json).await
 }

@@ -2,6 +2,7 @@ mod approval;
 mod chaos;
 mod common;
 mod config_errors;
+mod docker;
 mod providers;
 mod resume;
 mod scripted;

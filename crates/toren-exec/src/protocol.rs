@@ -1,0 +1,128 @@
+//! The wire format between a sandbox backend and the helper: one JSON object per line in
+//! each direction. The backend writes [`Request`]s to the helper's stdin; the helper writes
+//! one [`Response`] per request to its stdout, in completion order, matched by `id`.
+//! Nothing else is ever written to stdout; the helper's own diagnostics go to stderr.
+//!
+//! Granted variables travel inside requests, so the container's configuration holds no
+//! secret and no value ever appears in an argv.
+
+use std::io::{self, Write};
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped when a change would confuse a peer built from an older version.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Run one shell command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// Chosen by the backend, unique among its requests; echoed in the response.
+    pub id: String,
+    /// Run as `<shell> -c <command>` (bash when the image has it, else `/bin/sh`).
+    pub command: String,
+    /// The working directory.
+    pub cwd: String,
+    /// The command's whole environment: nothing else is inherited.
+    pub env: Vec<(String, String)>,
+    /// After this many milliseconds the command's process group is killed.
+    pub timeout_ms: u64,
+    /// At most this many bytes of output are kept (head and tail).
+    pub output_limit: usize,
+    /// `RLIMIT_CPU` of the command's processes, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_secs: Option<u64>,
+}
+
+/// What became of one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Response {
+    /// The command ran (and maybe timed out or was killed).
+    Finished(Finished),
+    /// The command could not be started, or the request was malformed.
+    Failed { id: String, error: String },
+}
+
+impl Response {
+    /// The id of the request this answers (empty if the request had none).
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Finished(f) => &f.id,
+            Self::Failed { id, .. } => id,
+        }
+    }
+}
+
+/// A command that ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finished {
+    pub id: String,
+    /// The shell's exit code; `None` if it was killed by a signal.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the shell, if one did.
+    pub signal: Option<i32>,
+    /// stdout and stderr interleaved in arrival order, lossily decoded, head and tail kept
+    /// with a line in the middle stating how much was cut.
+    pub output: String,
+    pub truncated: bool,
+    pub timed_out: bool,
+    /// How often the kernel's OOM killer struck in the helper's cgroup while the command
+    /// ran (0 where the helper cannot tell).
+    #[serde(default)]
+    pub oom_kills: u64,
+    /// How often a fork failed at the cgroup's process limit while the command ran.
+    #[serde(default)]
+    pub pids_max_hits: u64,
+    /// How long the command took, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// Writes `value` as one line of JSON and flushes.
+pub fn write_line<T: Serialize>(out: &mut impl Write, value: &T) -> io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(io::Error::other)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_request_reads_from_the_documented_shape() {
+        let line = r#"{"id":"a1","command":"true","cwd":"/workspace","env":[["PATH","/bin"]],"timeout_ms":5000,"output_limit":100}"#;
+        let req: Request = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            req,
+            Request {
+                id: "a1".into(),
+                command: "true".into(),
+                cwd: "/workspace".into(),
+                env: vec![("PATH".into(), "/bin".into())],
+                timeout_ms: 5000,
+                output_limit: 100,
+                cpu_secs: None,
+            }
+        );
+    }
+
+    #[test]
+    fn responses_are_tagged_and_one_line() {
+        let mut out = Vec::new();
+        write_line(
+            &mut out,
+            &Response::Failed {
+                id: "x".into(),
+                error: "two\nlines".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"kind\":\"failed\",\"id\":\"x\",\"error\":\"two\\nlines\"}\n"
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! `toren sandbox list` and `toren sandbox reap [--dry-run]`: the docker backend's
+//! containers and the reaper that removes those no run needs. The same sweep runs once a
+//! minute inside every `toren run` and `toren resume` that uses the docker backend.
+#![expect(
+    clippy::print_stdout,
+    reason = "containers and reaped ones are the command's data"
+)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use toren_protocol::RunId;
+use toren_sandbox_docker::{
+    DockerBackend, ORPHAN_AGE, ReapAction, ReapOutcome, ReapReason, RunLiveness, TorenContainer,
+};
+use toren_store::EventLog;
+
+use crate::exit::Failure;
+use crate::wiring;
+
+/// How often long-lived processes sweep.
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// What the store says of each container's run. A run that has not ended is live whether
+/// or not a process drives it right now (a run waiting to be resumed keeps its container).
+async fn liveness(
+    store: &dyn EventLog,
+    containers: &[TorenContainer],
+) -> Result<HashMap<String, RunLiveness>, toren_store::Error> {
+    let mut known = HashMap::new();
+    for container in containers {
+        let state = match container.run.parse::<RunId>() {
+            Err(_) => RunLiveness::Unknown,
+            Ok(run) => match store.run(&run).await {
+                Ok(summary) if summary.status.is_terminal() => RunLiveness::Finished,
+                Ok(_) => RunLiveness::Live,
+                Err(toren_store::Error::RunNotFound(_)) => RunLiveness::Unknown,
+                Err(e) => return Err(e),
+            },
+        };
+        known.insert(container.run.clone(), state);
+    }
+    Ok(known)
+}
+
+/// One reaper sweep over this installation's containers.
+pub(crate) async fn sweep(
+    docker: &DockerBackend,
+    store: &dyn EventLog,
+    dry_run: bool,
+) -> anyhow::Result<Vec<ReapAction>> {
+    let containers = docker.list_toren_containers().await?;
+    let known = liveness(store, &containers).await?;
+    // A run the sweep did not see listed (created since) is live: never remove on doubt.
+    let is_live = |run: &str| known.get(run).copied().unwrap_or(RunLiveness::Live);
+    Ok(docker.reap(is_live, ORPHAN_AGE, dry_run).await?)
+}
+
+/// Sweeps once a minute until the process ends.
+pub(crate) async fn reap_periodically(docker: DockerBackend, store: Arc<dyn EventLog>) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        tick.tick().await;
+        if let Err(e) = sweep(&docker, store.as_ref(), false).await {
+            tracing::warn!("sandbox reaper sweep failed: {e:#}");
+        }
+    }
+}
+
+pub(crate) async fn list(as_json: bool) -> Result<u8, Failure> {
+    let settings = wiring::settings()?;
+    let docker = wiring::docker(&settings).await?;
+    let store = wiring::store(&settings).await?;
+    let containers = docker
+        .list_toren_containers()
+        .await
+        .map_err(Failure::failed)?;
+    let known = liveness(store.as_ref(), &containers)
+        .await
+        .map_err(Failure::failed)?;
+    let run_state = |c: &TorenContainer| match known.get(&c.run) {
+        Some(RunLiveness::Live) => "live",
+        Some(RunLiveness::Finished) => "finished",
+        Some(RunLiveness::Unknown) | None => "unknown",
+    };
+    if as_json {
+        let array: Vec<_> = containers
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id, "name": c.name, "run": c.run, "run_state": run_state(c),
+                    "state": c.state, "image": c.image, "workspace": c.workspace,
+                    "created": c.created.to_string(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(array));
+        return Ok(0);
+    }
+    println!(
+        "{:<14}  {:<32}  {:<8}  {:<10}  {:<20}  IMAGE",
+        "CONTAINER", "RUN", "RUN IS", "STATE", "CREATED"
+    );
+    for c in &containers {
+        println!(
+            "{:<14}  {:<32}  {:<8}  {:<10}  {:<20}  {}",
+            c.id.chars().take(12).collect::<String>(),
+            c.run,
+            run_state(c),
+            c.state,
+            c.created.strftime("%Y-%m-%d %H:%M:%S").to_string(),
+            c.image
+        );
+    }
+    Ok(0)
+}
+
+pub(crate) async fn reap(dry_run: bool) -> Result<u8, Failure> {
+    let settings = wiring::settings()?;
+    let docker = wiring::docker(&settings).await?;
+    let store = wiring::store(&settings).await?;
+    let actions = sweep(&docker, store.as_ref(), dry_run)
+        .await
+        .map_err(Failure::failed)?;
+    for action in &actions {
+        let reason = match action.reason {
+            ReapReason::RunFinished => "its run is finished".to_owned(),
+            ReapReason::Orphaned { age } => {
+                format!("no known run, {} h old", age.as_secs() / 3600)
+            }
+        };
+        let outcome = match &action.outcome {
+            ReapOutcome::WouldRemove => "would remove".to_owned(),
+            ReapOutcome::Removed => "removed".to_owned(),
+            ReapOutcome::AlreadyGone => "already gone".to_owned(),
+            ReapOutcome::Failed(why) => format!("failed ({why})"),
+        };
+        println!(
+            "{outcome}: {} (run {}): {reason}",
+            action.container.name, action.container.run
+        );
+    }
+    #[expect(clippy::print_stderr, reason = "a summary for people")]
+    {
+        eprintln!(
+            "{} container(s) {}; workspaces are never deleted",
+            actions.len(),
+            if dry_run {
+                "would be removed"
+            } else {
+                "reaped"
+            }
+        );
+    }
+    Ok(0)
+}
