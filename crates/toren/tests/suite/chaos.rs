@@ -96,10 +96,20 @@ fn answer_approval(toren: &Toren, run: &str) {
 
 #[test]
 fn killed_at_random_points_runs_still_complete_correctly() {
+    chaos("local", 40);
+}
+
+#[test]
+fn killed_at_random_points_runs_still_complete_correctly_under_docker() {
+    chaos("docker", 20);
+}
+
+/// Deals `TOREN_CHAOS_KILLS` (default `default_kills`) kills to whole runs on `backend`.
+fn chaos(backend: &str, default_kills: u32) {
     let kills_wanted: u32 = std::env::var("TOREN_CHAOS_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(default_kills);
     let seed: u64 = std::env::var("TOREN_CHAOS_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -110,10 +120,12 @@ fn killed_at_random_points_runs_still_complete_correctly() {
                 .as_nanos() as u64
                 | 1
         });
-    println!("chaos: seed {seed} (TOREN_CHAOS_SEED={seed} replays it), {kills_wanted} kills");
+    println!(
+        "chaos[{backend}]: seed {seed} (TOREN_CHAOS_SEED={seed} replays it), {kills_wanted} kills"
+    );
     let mut rng = Rng(seed);
 
-    let toren = Toren::new();
+    let toren = Toren::new().env("TOREN_SANDBOX", backend);
     toren.file("chaos-script.yaml", &script());
     toren.agent(
         "chaos",
@@ -130,7 +142,7 @@ fn killed_at_random_points_runs_still_complete_correctly() {
         runs += 1;
     }
     let mut summary = format!(
-        "chaos: {} kill points exercised over {} processes in {runs} runs, every run checked:",
+        "chaos[{backend}]: {} kill points exercised over {} processes in {runs} runs, every run checked:",
         tally.kills, tally.processes
     );
     for (point, n) in &tally.points {
