@@ -98,7 +98,9 @@ pub fn container_body(spec: &ContainerSpec<'_>) -> ContainerCreateBody {
         readonly_rootfs: Some(true),
         tmpfs: Some(HashMap::from([(
             "/tmp".to_owned(),
-            format!("rw,nosuid,nodev,size={}", spec.limits.memory),
+            // tmpfs pages count against the container's memory: at half the limit, filling
+            // /tmp ends in "No space left on device", not in the container being OOM-killed.
+            format!("rw,nosuid,nodev,size={}", spec.limits.memory / 2),
         )])),
         shm_size: Some(i64::try_from(SHM_SIZE).unwrap_or(i64::MAX)),
         memory: Some(memory),

@@ -33,6 +33,23 @@ pub(crate) const LOCAL: Backend = Backend {
     not_applicable: &[],
 };
 
+pub(crate) const DOCKER: Backend = Backend {
+    name: "docker",
+    sandbox: "docker",
+    not_applicable: &[
+        (
+            "no resolver configuration",
+            "docker writes /etc/resolv.conf into every container, even with network none; \
+             name resolution itself still fails (the `name resolution` probe)",
+        ),
+        (
+            "host loopback with network",
+            "with network: true a container joins docker's bridge, whose 127.0.0.1 is the \
+             container's own; the host's loopback listener is not reachable by design",
+        ),
+    ],
+};
+
 impl Backend {
     /// Whether `probe` applies; if not, says why on stdout.
     pub(crate) fn applies(&self, probe: &str) -> bool {
@@ -91,4 +108,39 @@ fn local_bad_input() {
 #[test]
 fn local_approval() {
     approval::suite(&LOCAL);
+}
+
+#[test]
+fn docker_secrets() {
+    secrets::suite(&DOCKER);
+}
+
+#[test]
+fn docker_network() {
+    network::suite(&DOCKER);
+}
+
+#[test]
+fn docker_paths() {
+    paths::suite(&DOCKER);
+}
+
+#[test]
+fn docker_runaway() {
+    runaway::suite(&DOCKER);
+}
+
+#[test]
+fn docker_runaway_disk_fill() {
+    runaway::disk_fill(&DOCKER);
+}
+
+#[test]
+fn docker_bad_input() {
+    bad_input::suite(&DOCKER);
+}
+
+#[test]
+fn docker_approval() {
+    approval::suite(&DOCKER);
 }

@@ -48,12 +48,13 @@ fn offline_probes(port: u16, abstract_name: &str) -> Vec<(&'static str, Call, &'
         ),
         (
             "name resolution",
-            bash_for(
-                "getent hosts example.com || echo no-resolution; \
-                 test -e /etc/resolv.conf || echo no-resolv-conf",
-                20,
-            ),
-            "no-resolution\nno-resolv-conf",
+            bash_for("getent hosts example.com || echo no-resolution", 20),
+            "no-resolution",
+        ),
+        (
+            "no resolver configuration",
+            bash_for("test -e /etc/resolv.conf || echo no-resolv-conf", 20),
+            "no-resolv-conf",
         ),
         (
             "udp to the internet",
@@ -129,7 +130,11 @@ pub(crate) fn suite(backend: &Backend) {
     );
     count += 1;
 
-    // Granted, the same listener is reachable.
+    // Granted, the same listener is reachable (where the backend shares the host's loopback).
+    if !backend.applies("host loopback with network") {
+        report(backend, "network", count);
+        return;
+    }
     let online = vec![bash_for(
         &format!(
             "echo hi > /dev/tcp/127.0.0.1/{} && echo CONNECTED",
