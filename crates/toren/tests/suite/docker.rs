@@ -125,3 +125,27 @@ fn a_container_removed_mid_run_is_recreated_around_the_same_workspace() {
     );
     assert!(containers(&toren).is_empty());
 }
+
+#[test]
+fn an_unreachable_daemon_or_e2b_fail_fast_naming_the_fix() {
+    let toren = docker_home().env("DOCKER_HOST", "unix:///nonexistent/docker.sock");
+    toren.file("s.yaml", "turns: []\n");
+    toren.agent("a", "name: a\nmodel: scripted/s.yaml\nsandbox: true\n");
+    let out = toren.run(&["run", "a", "--input", "go"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("DOCKER_HOST") && stderr.contains("/nonexistent/docker.sock"),
+        "{stderr}"
+    );
+    assert_eq!(toren.newest_run(), None, "no run was created");
+
+    let toren = Toren::new().env("TOREN_SANDBOX", "e2b");
+    let out = toren.run(&["runs", "list"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("e2b") && stderr.contains("TOREN_SANDBOX=docker"),
+        "{stderr}"
+    );
+}
