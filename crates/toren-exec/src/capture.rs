@@ -1,14 +1,13 @@
 //! A bounded output buffer: keeps the first and the last bytes of a stream of any length,
 //! counts what fell in between, and renders the result as text with one line stating how
-//! much was cut. Memory stays bounded by the limit however much a command prints. The same
-//! rendering as `toren-sandbox`'s local backend (kept in step by hand: this crate stays
-//! free of that crate's dependencies so the helper links small and static).
+//! much was cut. Memory stays bounded by the limit however much a command prints. The
+//! `local` backend of `toren-sandbox` uses it too, so both backends cap output alike.
 
 use std::collections::VecDeque;
 
 /// Collects output chunks, keeping at most `limit` bytes (half head, half tail).
 #[derive(Debug)]
-pub(crate) struct Capture {
+pub struct Capture {
     head: Vec<u8>,
     head_cap: usize,
     tail: VecDeque<u8>,
@@ -17,7 +16,7 @@ pub(crate) struct Capture {
 }
 
 impl Capture {
-    pub(crate) fn new(limit: usize) -> Self {
+    pub fn new(limit: usize) -> Self {
         let head_cap = limit / 2;
         let tail_cap = limit - head_cap;
         Self {
@@ -29,7 +28,7 @@ impl Capture {
         }
     }
 
-    pub(crate) fn push(&mut self, mut chunk: &[u8]) {
+    pub fn push(&mut self, mut chunk: &[u8]) {
         self.total = self
             .total
             .saturating_add(u64::try_from(chunk.len()).unwrap_or(u64::MAX));
@@ -50,7 +49,7 @@ impl Capture {
     }
 
     /// The text and whether anything was cut.
-    pub(crate) fn finish(self) -> (String, bool) {
+    pub fn finish(self) -> (String, bool) {
         let kept = u64::try_from(self.head.len() + self.tail.len()).unwrap_or(u64::MAX);
         let mut tail = Vec::from(self.tail);
         if kept == self.total {

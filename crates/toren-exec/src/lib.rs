@@ -24,5 +24,6 @@ mod error;
 pub mod protocol;
 mod serve;
 
+pub use capture::Capture;
 pub use error::{Error, Result};
 pub use serve::{SHELLS, pick_shell, serve};

@@ -6,7 +6,6 @@
 //! workspace. Backends: [`LocalBackend`] (bubblewrap). The crate knows nothing of approvals
 //! or the event log.
 
-mod capture;
 mod error;
 mod local;
 mod sandbox;

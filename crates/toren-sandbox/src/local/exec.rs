@@ -23,9 +23,9 @@ use tokio::time::Instant;
 use toren_protocol::ResourceLimits;
 
 use super::limits::{LimitHit, Prepared};
-use crate::capture::Capture;
 use crate::error::{Error, Result};
 use crate::sandbox::{ExecOutput, ExecRequest};
+use toren_exec::Capture;
 
 const READ_CHUNK: usize = 64 * 1024;
 
