@@ -345,14 +345,25 @@ impl RunDriver {
         } else {
             outcome.output
         };
-        let kind = EventKind::ToolCompleted(ToolCompleted {
+        let mut kinds = Vec::new();
+        // A backend may make its instance only when the first command runs (docker's
+        // container), or make a new one when the old one vanished: record each.
+        let instance = sb.instance_id();
+        if state.sandbox.as_ref().is_none_or(|s| s.instance != instance) {
+            kinds.push(EventKind::SandboxProvisioned(SandboxProvisioned {
+                backend: sb.backend().to_owned(),
+                instance,
+                workspace: sb.workspace().path().display().to_string(),
+            }));
+        }
+        kinds.push(EventKind::ToolCompleted(ToolCompleted {
             call_id: call.id,
             output,
             is_error: outcome.is_error,
             exit_code: outcome.exit_code,
             truncated: outcome.truncated,
-        });
-        self.append(lease, state, vec![kind]).await
+        }));
+        self.append(lease, state, kinds).await
     }
 
     async fn fail(&self, lease: &Lease, state: &mut RunState, error: String) -> Result<(), Error> {
