@@ -8,13 +8,14 @@ use tokio_util::sync::CancellationToken;
 use toren_agent::{Action, INTERRUPTED_NOTE, RunState};
 use toren_model::{ModelProvider, ModelRequest};
 use toren_protocol::{
-    ApprovalDecided, ApprovalRequested, EventKind, ModelResponded, RunCompleted, RunFailed, RunId,
-    RunStatus, SandboxProvisioned, ToolCall, ToolCompleted, ToolStarted,
+    ApprovalRequested, EventKind, ModelResponded, RunCompleted, RunFailed, RunId, RunStatus,
+    SandboxProvisioned, ToolCall, ToolCompleted, ToolStarted,
 };
 use toren_sandbox::Sandbox;
 use toren_store::{EventLog, Lease};
 use toren_tools::Toolkit;
 
+use crate::heartbeat::heartbeat;
 use crate::{Approver, Error, Observer, SandboxBackend, holder};
 
 /// Looks up the value of a granted environment variable.
@@ -52,7 +53,7 @@ pub enum Outcome {
 
 /// Drives runs with one configuration.
 pub struct RunDriver {
-    config: WorkerConfig,
+    pub(crate) config: WorkerConfig,
 }
 
 impl RunDriver {
@@ -212,59 +213,6 @@ impl RunDriver {
         }
     }
 
-    /// Waits until a decision for `call` is in the log: from this process's approver if it
-    /// has one, or from anywhere else (another terminal's `toren approve`).
-    async fn await_decision(
-        &self,
-        state: &mut RunState,
-        call: &ToolCall,
-        command: &str,
-    ) -> Result<(), Error> {
-        let run = state.run_id.clone();
-        let ask = async {
-            match &self.config.approver {
-                Some(approver) => approver.ask(&run, &call.id, command).await,
-                None => None,
-            }
-        };
-        let mut ask = std::pin::pin!(ask);
-        let mut asking = true;
-        let mut announced = false;
-        loop {
-            if !asking && !announced {
-                self.config
-                    .observer
-                    .awaiting_approval(&run, &call.id, command);
-                announced = true;
-            }
-            tokio::select! {
-                decision = &mut ask, if asking => {
-                    asking = false;
-                    if let Some(d) = decision {
-                        let decided = ApprovalDecided {
-                            call_id: call.id.clone(),
-                            approved: d.approved,
-                            by: d.by,
-                            via: d.via,
-                            reason: d.reason,
-                        };
-                        match self.config.store.decide_approval(&run, decided).await {
-                            // Someone else decided first: their decision stands.
-                            Ok(_) | Err(toren_store::Error::AlreadyDecided { .. }) => {}
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                }
-                () = tokio::time::sleep(self.config.approval_poll) => {}
-            }
-            let before = state.last_seq;
-            self.catch_up(state).await?;
-            if state.last_seq != before {
-                return Ok(());
-            }
-        }
-    }
-
     async fn run_tool(
         &self,
         lease: &Lease,
@@ -349,7 +297,11 @@ impl RunDriver {
         // A backend may make its instance only when the first command runs (docker's
         // container), or make a new one when the old one vanished: record each.
         let instance = sb.instance_id();
-        if state.sandbox.as_ref().is_none_or(|s| s.instance != instance) {
+        if state
+            .sandbox
+            .as_ref()
+            .is_none_or(|s| s.instance != instance)
+        {
             kinds.push(EventKind::SandboxProvisioned(SandboxProvisioned {
                 backend: sb.backend().to_owned(),
                 instance,
@@ -401,7 +353,7 @@ impl RunDriver {
     }
 
     /// Folds events written by others since the last folded one.
-    async fn catch_up(&self, state: &mut RunState) -> Result<(), Error> {
+    pub(crate) async fn catch_up(&self, state: &mut RunState) -> Result<(), Error> {
         let events = self
             .config
             .store
@@ -412,27 +364,5 @@ impl RunDriver {
             self.config.observer.event(event);
         }
         Ok(())
-    }
-}
-
-/// Renews the lease every third of its lifetime; if the store says it was lost (taken over
-/// by another process), fires `lost` so the driver stops at once.
-async fn heartbeat(store: Arc<dyn EventLog>, lease: Lease, ttl: Duration, lost: CancellationToken) {
-    let mut lease = lease;
-    loop {
-        tokio::time::sleep(ttl / 3).await;
-        match store.renew_lease(&lease, ttl).await {
-            Ok(renewed) => lease = renewed,
-            Err(toren_store::Error::LeaseLost { .. }) => {
-                lost.cancel();
-                return;
-            }
-            // Only this holder can end the run (appends are fenced): it just did, and the
-            // driver is returning its outcome. Nothing is lost.
-            Err(toren_store::Error::RunEnded { .. }) => return,
-            // A busy or briefly unavailable database: try again at the next beat; the
-            // lease outlives two missed beats.
-            Err(e) => tracing::warn!(run = %lease.run_id, "could not renew the lease: {e}"),
-        }
     }
 }

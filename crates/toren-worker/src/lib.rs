@@ -9,8 +9,10 @@
 //! run through an [`Observer`] and may answer approvals interactively through an
 //! [`Approver`].
 
+mod approval;
 mod driver;
 mod error;
+mod heartbeat;
 mod hooks;
 
 pub mod holder;

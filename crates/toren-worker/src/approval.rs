@@ -1,0 +1,63 @@
+//! Waiting for a human decision on a bash call: asked on the spot through the host's
+//! [`Approver`](crate::Approver) if it has one, and in any case watched for in the log,
+//! where `toren approve|deny` from another terminal records it. The first decision wins.
+
+use toren_agent::RunState;
+use toren_protocol::{ApprovalDecided, ToolCall};
+
+use crate::{Error, RunDriver};
+
+impl RunDriver {
+    /// Waits until a decision for `call` is in the log: from this process's approver if it
+    /// has one, or from anywhere else (another terminal's `toren approve`).
+    pub(crate) async fn await_decision(
+        &self,
+        state: &mut RunState,
+        call: &ToolCall,
+        command: &str,
+    ) -> Result<(), Error> {
+        let run = state.run_id.clone();
+        let ask = async {
+            match &self.config.approver {
+                Some(approver) => approver.ask(&run, &call.id, command).await,
+                None => None,
+            }
+        };
+        let mut ask = std::pin::pin!(ask);
+        let mut asking = true;
+        let mut announced = false;
+        loop {
+            if !asking && !announced {
+                self.config
+                    .observer
+                    .awaiting_approval(&run, &call.id, command);
+                announced = true;
+            }
+            tokio::select! {
+                decision = &mut ask, if asking => {
+                    asking = false;
+                    if let Some(d) = decision {
+                        let decided = ApprovalDecided {
+                            call_id: call.id.clone(),
+                            approved: d.approved,
+                            by: d.by,
+                            via: d.via,
+                            reason: d.reason,
+                        };
+                        match self.config.store.decide_approval(&run, decided).await {
+                            // Someone else decided first: their decision stands.
+                            Ok(_) | Err(toren_store::Error::AlreadyDecided { .. }) => {}
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                }
+                () = tokio::time::sleep(self.config.approval_poll) => {}
+            }
+            let before = state.last_seq;
+            self.catch_up(state).await?;
+            if state.last_seq != before {
+                return Ok(());
+            }
+        }
+    }
+}
