@@ -184,6 +184,15 @@ fn listed_resumable(toren: &Toren) -> bool {
     list[0]["resumable"].as_bool().unwrap()
 }
 
+/// Waits until a live process holds the newest run (a resume took its lease).
+fn wait_until_held(toren: &Toren) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while listed_resumable(toren) {
+        assert!(Instant::now() < deadline, "no process took the run's lease");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn runs_list_tells_which_runs_can_be_resumed() {
     let toren = Toren::new();
@@ -213,14 +222,13 @@ fn runs_list_tells_which_runs_can_be_resumed() {
 
     // kill -9 leaves a live lease behind, but its holder is a dead process of this machine.
     let mut child = toren.spawn(&["resume", &run]);
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(!listed_resumable(&toren), "a live resume holds the run");
+    wait_until_held(&toren);
     kill9(&mut child);
     assert!(listed_resumable(&toren));
 
     // A run that is being driven cannot be resumed twice.
     let mut first = toren.spawn(&["resume", &run]);
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until_held(&toren);
     let second = toren.run(&["resume", &run]);
     assert_eq!(second.status.code(), Some(1));
     assert!(
