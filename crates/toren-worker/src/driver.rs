@@ -140,7 +140,7 @@ impl RunDriver {
                 return Ok(Some(Outcome::Ended { status, output }));
             }
             Action::CallModel => {
-                let kind = self.call_model(state).await;
+                let kind = self.call_model(state).await?;
                 self.append(lease, state, vec![kind]).await?;
             }
             Action::RequestApproval { call, command } => {
@@ -186,7 +186,10 @@ impl RunDriver {
     }
 
     /// One model call; its failure (after the provider's own retries) fails the run.
-    async fn call_model(&self, state: &RunState) -> EventKind {
+    /// One model call. A failure that may pass (overload, rate limit, network) after the
+    /// provider's own retries stops driving and leaves the run resumable; one that will not
+    /// (a bad key, a bad request) fails the run.
+    async fn call_model(&self, state: &RunState) -> Result<EventKind, Error> {
         let tools = if state.agent.sandbox.is_some() {
             self.config.toolkit.specs()
         } else {
@@ -201,15 +204,19 @@ impl RunDriver {
         let observer = Arc::clone(&self.config.observer);
         let on_text = move |delta: &str| observer.text(delta);
         match self.config.model.respond(&request, &on_text).await {
-            Ok(response) => EventKind::ModelResponded(ModelResponded {
+            Ok(response) => Ok(EventKind::ModelResponded(ModelResponded {
                 message: response.message,
                 stop_reason: response.stop_reason,
                 usage: response.usage,
                 model: response.model,
+            })),
+            Err(error) if error.is_retryable() => Err(Error::ModelUnavailable {
+                run: state.run_id.to_string(),
+                error,
             }),
-            Err(error) => EventKind::RunFailed(RunFailed {
+            Err(error) => Ok(EventKind::RunFailed(RunFailed {
                 error: format!("model call failed: {error}"),
-            }),
+            })),
         }
     }
 

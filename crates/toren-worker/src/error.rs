@@ -13,6 +13,15 @@ pub enum Error {
     )]
     LeaseLost { run: String },
     #[error(
+        "the model is unavailable ({error}); run {run} stopped and is kept as it is: resume it \
+         with `toren resume {run}` when the provider is back"
+    )]
+    ModelUnavailable {
+        run: String,
+        #[source]
+        error: toren_model::Error,
+    },
+    #[error(
         "run {run} needs a sandbox but this process has no sandbox backend; set TOREN_SANDBOX=local"
     )]
     NoSandbox { run: String },

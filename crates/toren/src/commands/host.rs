@@ -90,12 +90,21 @@ impl Host {
             }
             Err(e) => tracing::warn!("cannot listen for Ctrl-C/SIGTERM: {e}"),
         }
-        let outcome =
-            self.driver.drive(lease, &cancel).await.map_err(|e| {
-                Failure::failed(anyhow!(e).context(format!("run {run_id} stopped")))
-            })?;
+        let outcome = self.driver.drive(lease, &cancel).await;
         self.observer.finish_line();
-        report(run_id, outcome, json)
+        match outcome {
+            Ok(outcome) => report(run_id, outcome, json),
+            Err(error @ toren_worker::Error::ModelUnavailable { .. }) => {
+                // The run is intact and resumable: a script still gets its JSON object.
+                if json {
+                    print_json(run_id, RunStatus::Running.as_str(), "");
+                }
+                Err(Failure::failed(error))
+            }
+            Err(error) => Err(Failure::failed(
+                anyhow!(error).context(format!("run {run_id} stopped")),
+            )),
+        }
     }
 }
 
@@ -120,14 +129,22 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
         }
     };
     if json {
-        let object = serde_json::json!({"run_id": run_id, "status": status, "output": output});
-        println!("{object}");
+        print_json(run_id, &status, &output);
     } else if code == 0 {
         println!("{output}");
     } else if code == FAILED {
         printer::failed(run_id, &output);
     }
     Ok(code)
+}
+
+#[expect(
+    clippy::print_stdout,
+    reason = "the outcome object is the command's data"
+)]
+fn print_json(run_id: &RunId, status: &str, output: &str) {
+    let object = serde_json::json!({"run_id": run_id, "status": status, "output": output});
+    println!("{object}");
 }
 
 /// Cancels the run on the first Ctrl-C or SIGTERM; a second one exits at once.

@@ -240,3 +240,59 @@ fn a_denial_reaches_the_model() {
         "{result}"
     );
 }
+
+#[test]
+fn a_model_outage_leaves_the_run_resumable_and_a_bad_key_fails_it() {
+    let overloaded = || Reply::Status {
+        status: 529,
+        message: "Overloaded".into(),
+        retry_after: Some(0),
+    };
+    let fake =
+        FakeAnthropic::start(vec![overloaded(), overloaded(), overloaded(), overloaded()]).unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url());
+    toren.agent("claude", "name: claude\nmodel: anthropic/claude-sonnet-5\n");
+    let out = toren.run(&["run", "claude", "--input", "hello", "--json"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "running");
+    assert!(stderr.contains("toren resume"), "{stderr}");
+    assert_eq!(
+        fake.requests().len(),
+        4,
+        "the provider retried before giving up"
+    );
+    let run = result["run_id"].as_str().unwrap().to_owned();
+    let list: Value =
+        serde_json::from_slice(&toren.run(&["runs", "list", "--json"]).stdout).unwrap();
+    assert_eq!(list[0]["resumable"], true);
+    assert_eq!(
+        toren.event_types(&run),
+        vec!["run_created"],
+        "nothing was recorded as failed"
+    );
+
+    // The provider is back: the run goes on where it stopped.
+    fake.push(Reply::text("Hello again."));
+    let out = toren.run(&["resume", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "Hello again.\n");
+
+    // A bad key is not going to pass: the run fails for good.
+    fake.push(Reply::Status {
+        status: 401,
+        message: "invalid x-api-key".into(),
+        retry_after: None,
+    });
+    let out = toren.run(&["run", "claude", "--input", "hello", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "failed");
+    assert!(
+        result["output"].as_str().unwrap().contains("401"),
+        "{result}"
+    );
+}
