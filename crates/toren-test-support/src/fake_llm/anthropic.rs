@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use toren_protocol::AssistantMessage;
 
-use super::server::{Rendered, pieces};
+use super::server::{Rendered, Wire, pieces, status_reply};
 use super::{FAKE_USAGE, Reply};
 
 /// An SSE body of Anthropic events; each event's name is its `type`.
@@ -39,12 +39,7 @@ pub(crate) fn error_body(status: u16, message: &str) -> Value {
 }
 
 pub(crate) fn render(reply: &Reply, model: &str, number: usize) -> Rendered {
-    let sse = |body| Rendered {
-        status: 200,
-        headers: Vec::new(),
-        body,
-        sse: true,
-    };
+    let sse = Rendered::sse;
     match reply {
         Reply::Turn(turn) => sse(anthropic_sse(&turn_events(turn, model, number))),
         Reply::Truncated(turn) => {
@@ -66,15 +61,7 @@ pub(crate) fn render(reply: &Reply, model: &str, number: usize) -> Rendered {
             status,
             message,
             retry_after,
-        } => Rendered {
-            status: *status,
-            headers: retry_after
-                .map(|s| ("retry-after", s.to_string()))
-                .into_iter()
-                .collect(),
-            body: error_body(*status, message).to_string(),
-            sse: false,
-        },
+        } => status_reply(Wire::Anthropic, *status, message, *retry_after),
     }
 }
 

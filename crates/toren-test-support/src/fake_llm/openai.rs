@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use toren_protocol::AssistantMessage;
 
-use super::server::{Rendered, pieces};
+use super::server::{Rendered, Wire, pieces, status_reply};
 use super::{FAKE_USAGE, Reply};
 
 /// An SSE body of OpenAI chunks followed by `data: [DONE]`.
@@ -30,12 +30,7 @@ pub(crate) fn error_body(status: u16, message: &str) -> Value {
 }
 
 pub(crate) fn render(reply: &Reply, model: &str, number: usize) -> Rendered {
-    let sse = |body| Rendered {
-        status: 200,
-        headers: Vec::new(),
-        body,
-        sse: true,
-    };
+    let sse = Rendered::sse;
     match reply {
         Reply::Turn(turn) => sse(openai_sse(&turn_chunks(turn, model, number))),
         Reply::Truncated(turn) => {
@@ -64,15 +59,7 @@ pub(crate) fn render(reply: &Reply, model: &str, number: usize) -> Rendered {
             status,
             message,
             retry_after,
-        } => Rendered {
-            status: *status,
-            headers: retry_after
-                .map(|s| ("retry-after", s.to_string()))
-                .into_iter()
-                .collect(),
-            body: error_body(*status, message).to_string(),
-            sse: false,
-        },
+        } => status_reply(Wire::OpenAi, *status, message, *retry_after),
     }
 }
 

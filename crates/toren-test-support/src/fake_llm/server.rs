@@ -50,6 +50,18 @@ pub(crate) struct Rendered {
     pub(crate) sse: bool,
 }
 
+impl Rendered {
+    /// HTTP 200 with an event stream.
+    pub(crate) fn sse(body: String) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body,
+            sse: true,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     replies: VecDeque<Reply>,
@@ -207,9 +219,22 @@ async fn handle(
 }
 
 pub(crate) fn json_error(wire: Wire, status: u16, message: &str) -> Rendered {
+    status_reply(wire, status, message, None)
+}
+
+/// An HTTP error in the protocol's error shape, with `retry-after` (seconds) if given.
+pub(crate) fn status_reply(
+    wire: Wire,
+    status: u16,
+    message: &str,
+    retry_after: Option<u64>,
+) -> Rendered {
     Rendered {
         status,
-        headers: Vec::new(),
+        headers: retry_after
+            .map(|s| ("retry-after", s.to_string()))
+            .into_iter()
+            .collect(),
         body: wire.error_body(status, message).to_string(),
         sse: false,
     }
