@@ -6,7 +6,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-use super::common::{Toren, text};
+use super::common::{Toren, interrupt, text};
 
 const SCRIPT: &str = r#"
 turns:
@@ -208,11 +208,7 @@ fn ctrl_c_while_waiting_exits_130_and_keeps_the_run() {
     );
     let mut child = toren.spawn(&["run", "careful", "--input", "go"]);
     let run = toren.wait_for_status(&mut child, "awaiting_approval");
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    interrupt(&child);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert!(out.stdout.is_empty());

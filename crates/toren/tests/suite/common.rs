@@ -146,6 +146,15 @@ impl Toren {
     }
 }
 
+/// Sends Ctrl-C (SIGINT) to a spawned `toren`.
+pub(crate) fn interrupt(child: &Child) {
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+}
+
 pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

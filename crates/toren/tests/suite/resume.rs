@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-use super::common::{Toren, read, text};
+use super::common::{Toren, interrupt, read, text};
 
 fn kill9(child: &mut std::process::Child) {
     child.kill().unwrap(); // SIGKILL
@@ -204,11 +204,7 @@ fn runs_list_tells_which_runs_can_be_resumed() {
     let run = toren.wait_for_status(&mut child, "awaiting_approval");
     assert!(!listed_resumable(&toren));
     // Ctrl-C releases the lease: resumable at once, and the user is told how.
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    interrupt(&child);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     assert!(
