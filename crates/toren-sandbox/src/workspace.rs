@@ -167,11 +167,13 @@ impl Workspace {
                 }
             })?;
         }
+        // Opened without truncating: this resolves the path beneath the workspace (escapes
+        // are refused here) and checks what is there, before anything changes.
         let mut options = OpenOptions::new();
         options
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .custom_flags(nonblocking_flags());
         let mut file = self
             .dir
@@ -179,9 +181,50 @@ impl Workspace {
             .map_err(|e| classify("write", path, e))?;
         let meta = file.metadata().map_err(|e| classify("write", path, e))?;
         require_file(path, &meta)?;
-        file.write_all(contents)
-            .map_err(|e| classify("write", path, e))?;
-        file.flush().map_err(|e| classify("write", path, e))
+        let is_link = self
+            .dir
+            .symlink_metadata(rel)
+            .is_ok_and(|m| m.file_type().is_symlink());
+        if is_link {
+            // An in-tree symlink: write through it, as before (a rename would replace the
+            // link itself).
+            file.set_len(0).map_err(|e| classify("write", path, e))?;
+            file.write_all(contents)
+                .map_err(|e| classify("write", path, e))?;
+            return file.flush().map_err(|e| classify("write", path, e));
+        }
+        drop(file);
+        self.replace(rel, path, contents, &meta)
+    }
+
+    /// Replaces the file at `rel` atomically: the new contents go to a temporary file beside
+    /// it, which is renamed over it, so a process killed mid-write leaves the old file or the
+    /// new one, never a truncated one. The file keeps its permissions.
+    fn replace(&self, rel: &Path, path: &str, contents: &[u8], old: &Metadata) -> Result<()> {
+        let name = rel
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let tmp = rel.with_file_name(format!(".{name}.toren-{}-{nanos}.tmp", std::process::id()));
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        let written = self
+            .dir
+            .open_with(&tmp, &options)
+            .and_then(|mut file| {
+                file.set_permissions(old.permissions())?;
+                file.write_all(contents)?;
+                file.sync_data()
+            })
+            .and_then(|()| self.dir.rename(&tmp, &self.dir, rel));
+        written.map_err(|e| {
+            let _ = self.dir.remove_file(&tmp);
+            classify("write", path, e)
+        })
     }
 
     /// What is at `path` (symlinks inside the workspace are followed).

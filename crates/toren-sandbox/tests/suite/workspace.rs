@@ -257,3 +257,31 @@ fn named_pipes_are_refused_without_blocking() {
     assert!(err.is_model_fixable());
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+#[test]
+fn a_rewrite_replaces_the_file_whole_and_keeps_its_permissions() {
+    // A process killed mid-write must leave the old file or the new one, never a truncated
+    // one (the chaos test found an edit emptied by a kill): writes go through a temporary
+    // file renamed over the target.
+    let (_dir, ws) = setup();
+    ws.write("bin/run.sh", b"#!/bin/sh\necho old\n").unwrap();
+    let script = ws.path().join("bin/run.sh");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = std::fs::metadata(&script).unwrap();
+    let inode = std::os::unix::fs::MetadataExt::ino(&before);
+
+    ws.write("bin/run.sh", b"#!/bin/sh\necho new\n").unwrap();
+    let after = std::fs::metadata(&script).unwrap();
+    assert_eq!(std::fs::read(&script).unwrap(), b"#!/bin/sh\necho new\n");
+    assert_eq!(after.permissions().mode() & 0o777, 0o755);
+    assert_ne!(
+        std::os::unix::fs::MetadataExt::ino(&after),
+        inode,
+        "a new file was renamed in"
+    );
+    let names: Vec<String> = std::fs::read_dir(ws.path().join("bin"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["run.sh"], "no temporary file is left behind");
+}
