@@ -6,6 +6,11 @@ use toren_protocol::{RunStatus, ToolCall};
 /// and has been run again.
 pub const INTERRUPTED_NOTE: &str = "[note: this tool call was interrupted by a restart before it completed and has been run again; any side effects of the first attempt may have happened twice]";
 
+/// How many times a tool call may be started without completing (the process running it
+/// died each time) before it is answered with an error instead of being run again, so that a
+/// call that kills its worker cannot make a run crash-loop on resume.
+pub const MAX_TOOL_ATTEMPTS: u32 = 3;
+
 /// What must happen next in a run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
@@ -21,6 +26,10 @@ pub enum Action {
         call: ToolCall,
         reason: Option<String>,
     },
+    /// Record `output` as the call's result (an error the model sees) without running
+    /// anything: its arguments do not decode, so there is nothing a human could approve, or
+    /// it was started [`MAX_TOOL_ATTEMPTS`] times without completing.
+    Refuse { call: ToolCall, output: String },
     /// Record `tool_started` (attempt number given), run the tool, record `tool_completed`.
     /// `attempt > 1` means an earlier attempt was interrupted.
     RunTool { call: ToolCall, attempt: u32 },

@@ -9,10 +9,11 @@
 //! no processes.
 
 mod action;
+mod admit;
 mod prompt;
 mod state;
 
-pub use action::{Action, INTERRUPTED_NOTE};
+pub use action::{Action, INTERRUPTED_NOTE, MAX_TOOL_ATTEMPTS};
 pub use prompt::{default_instructions, system_prompt};
 pub use state::{Error, RunState};
 

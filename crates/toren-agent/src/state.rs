@@ -4,17 +4,17 @@
 //! model never made, a second `run_created`) is a corrupt log and an [`Error`], never
 //! silently skipped.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use toren_protocol::{
-    AgentSpec, ApprovalPolicy, AssistantMessage, Event, EventKind, Message, ResolvedPolicy, RunId,
-    RunStatus, SandboxProvisioned, ToolCall, ToolResult,
+    AgentSpec, ApprovalPolicy, AssistantMessage, BashArgs, Event, EventKind, Message,
+    ResolvedPolicy, RunId, RunStatus, SandboxProvisioned, ToolCall, ToolResult,
 };
 
-use crate::{APPROVAL_TOOLS, Action};
+use crate::{APPROVAL_TOOLS, Action, MAX_TOOL_ATTEMPTS};
 
 /// An event log that does not describe a possible run.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum Error {
     #[error("the event log of run {0} is empty or does not start with run_created")]
     NotCreated(String),
@@ -57,6 +57,9 @@ pub struct RunState {
     /// Tool calls of the last assistant message, in order, while some lack a result.
     pending: Vec<ToolCall>,
     progress: HashMap<String, CallProgress>,
+    /// Every tool call id the run has used, so that a new answer's ids can be made unique
+    /// within the run (see [`RunState::admit`]).
+    pub(crate) used_ids: BTreeSet<String>,
 }
 
 impl RunState {
@@ -83,6 +86,7 @@ impl RunState {
             error: None,
             pending: Vec::new(),
             progress: HashMap::new(),
+            used_ids: BTreeSet::new(),
         };
         for event in rest {
             state.apply(event)?;
@@ -117,6 +121,10 @@ impl RunState {
                 if self.progress.len() != self.pending.len() {
                     return Err(bad("two tool calls share one id".into()));
                 }
+                // Logs written before ids were made unique per run may repeat an id of an
+                // earlier turn; those still fold (each turn's calls are tracked apart).
+                self.used_ids
+                    .extend(self.pending.iter().map(|c| c.id.clone()));
                 self.messages.push(Message::Assistant(r.message.clone()));
             }
             EventKind::ApprovalRequested(a) => {
@@ -209,7 +217,18 @@ impl RunState {
     fn next_for_call(&self, call: &ToolCall) -> Action {
         let progress = self.progress.get(&call.id).cloned().unwrap_or_default();
         if self.needs_approval(call) {
-            let command = approval_text(call);
+            // What the human approves is decoded by the same code as the tool will use
+            // (I-11); a call that does not decode would run nothing, so it is answered with
+            // the error without asking anyone.
+            let command = match BashArgs::decode(&call.arguments) {
+                Ok(args) => args.command,
+                Err(error) => {
+                    return Action::Refuse {
+                        call: call.clone(),
+                        output: error,
+                    };
+                }
+            };
             match progress.decision {
                 None if progress.approval_requested => {
                     return Action::AwaitApproval {
@@ -231,6 +250,18 @@ impl RunState {
                 }
                 Some((true, _)) => {}
             }
+        }
+        if progress.attempts >= MAX_TOOL_ATTEMPTS {
+            return Action::Refuse {
+                call: call.clone(),
+                output: format!(
+                    "This call was started {} times and never completed: the process running it \
+                     stopped each time before it could finish (a crash, a kill, or the host \
+                     running out of memory). It was not run again. Try a different approach, \
+                     for example smaller steps.",
+                    progress.attempts
+                ),
+            };
         }
         Action::RunTool {
             call: call.clone(),
@@ -264,14 +295,6 @@ fn unknown(call_id: &str) -> String {
     format!("the current turn has no tool call {call_id}")
 }
 
-/// The text a human approves: the bash command, or the raw arguments if they have none.
-fn approval_text(call: &ToolCall) -> String {
-    match call.arguments.get("command").and_then(|c| c.as_str()) {
-        Some(command) => command.to_owned(),
-        None => call.arguments.to_string(),
-    }
-}
-
 #[cfg(test)]
 #[path = "state_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -9,7 +9,7 @@ use toren_protocol::{
 
 use super::*;
 
-fn created(approval: ApprovalPolicy) -> EventKind {
+pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
     EventKind::RunCreated(RunCreated {
         agent: AgentSpec {
             name: "t".into(),
@@ -31,15 +31,20 @@ fn created(approval: ApprovalPolicy) -> EventKind {
     })
 }
 
-fn call(id: &str, name: &str) -> ToolCall {
+pub(crate) fn call(id: &str, name: &str) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),
-        arguments: json!({"command": "echo hi", "path": "a.txt"}),
+        arguments: if name == "bash" {
+            json!({"command": "echo hi"})
+        } else {
+            json!({"path": "a.txt"})
+        },
+        wire_id: None,
     }
 }
 
-fn responded(text: &str, calls: Vec<ToolCall>) -> EventKind {
+pub(crate) fn responded(text: &str, calls: Vec<ToolCall>) -> EventKind {
     EventKind::ModelResponded(ModelResponded {
         message: AssistantMessage {
             text: text.into(),
@@ -51,7 +56,7 @@ fn responded(text: &str, calls: Vec<ToolCall>) -> EventKind {
     })
 }
 
-fn completed(id: &str, output: &str) -> EventKind {
+pub(crate) fn completed(id: &str, output: &str) -> EventKind {
     EventKind::ToolCompleted(ToolCompleted {
         call_id: id.into(),
         output: output.into(),
@@ -61,7 +66,7 @@ fn completed(id: &str, output: &str) -> EventKind {
     })
 }
 
-fn started(id: &str, attempt: u32) -> EventKind {
+pub(crate) fn started(id: &str, attempt: u32) -> EventKind {
     EventKind::ToolStarted(ToolStarted {
         call_id: id.into(),
         tool: "bash".into(),
@@ -69,7 +74,7 @@ fn started(id: &str, attempt: u32) -> EventKind {
     })
 }
 
-fn log(kinds: Vec<EventKind>) -> Vec<Event> {
+pub(crate) fn log(kinds: Vec<EventKind>) -> Vec<Event> {
     let run_id = RunId::new();
     kinds
         .into_iter()
@@ -84,7 +89,7 @@ fn log(kinds: Vec<EventKind>) -> Vec<Event> {
         .collect()
 }
 
-fn state(kinds: Vec<EventKind>) -> RunState {
+pub(crate) fn state(kinds: Vec<EventKind>) -> RunState {
     RunState::from_events(&log(kinds)).unwrap()
 }
 

@@ -149,6 +149,7 @@ impl Script {
                             id: format!("call_{next_id}"),
                             name: call.name,
                             arguments: call.arguments,
+                            wire_id: None,
                         }
                     })
                     .collect(),

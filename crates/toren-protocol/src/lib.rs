@@ -3,13 +3,15 @@
 //! This crate names things and nothing more: run ids, the versioned event format that the
 //! event log stores ([`Event`], [`EventKind`]), the pinned agent spec and resolved sandbox
 //! policy, the provider-neutral conversation ([`Message`], [`AssistantMessage`],
-//! [`ToolCall`]) and run statuses. It performs no I/O and depends on no other Toren crate.
+//! [`ToolCall`]), the decoding of tool arguments shared by the tools and the approval
+//! prompt, and run statuses. It performs no I/O and depends on no other Toren crate.
 
 mod agent;
 mod event;
 mod ids;
 mod message;
 mod status;
+mod tool_args;
 
 pub use agent::{AgentSpec, ApprovalPolicy, ResolvedPolicy, ResourceLimits, SandboxSpec};
 pub use event::{
@@ -18,5 +20,6 @@ pub use event::{
     ToolStarted,
 };
 pub use ids::{InvalidRunId, RunId};
-pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage};
+pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
 pub use status::{RunStatus, UnknownStatus};
+pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};

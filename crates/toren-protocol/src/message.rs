@@ -7,12 +7,49 @@ use serde_json::Value;
 /// One tool call the model asked for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
-    /// The id the model gave the call (`toolu_…`, `call_…`).
+    /// The call's id, unique within the run: the id the model gave it (`toolu_…`,
+    /// `call_…`) unless that was missing or already used, in which case Toren assigned one.
+    /// Every event about the call and every approval names it by this id.
     pub id: String,
     pub name: String,
     /// The arguments as the model sent them. Usually an object; a provider that received
     /// unparseable JSON passes it on as a string so the tool can say what is wrong.
     pub arguments: Value,
+    /// The id the provider gave the call, when Toren had to assign another `id` because
+    /// the provider's repeated an earlier turn's. Sent back to the provider in its place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_id: Option<String>,
+}
+
+impl ToolCall {
+    /// A call whose id is the provider's own.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+            wire_id: None,
+        }
+    }
+
+    /// The id to use on the provider's wire.
+    pub fn wire_id(&self) -> &str {
+        self.wire_id.as_deref().unwrap_or(&self.id)
+    }
+}
+
+/// The provider's id for each call id of the conversation that has one of its own
+/// (see [`ToolCall::wire_id`]), for providers that must answer tool results by it.
+pub fn wire_ids(conversation: &[Message]) -> std::collections::HashMap<&str, &str> {
+    conversation
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant(a) => Some(&a.tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|c| c.wire_id.as_deref().map(|w| (c.id.as_str(), w)))
+        .collect()
 }
 
 /// What the model said in one turn.

@@ -28,7 +28,8 @@ use fixtures::{
 };
 
 pub use approvals::{
-    decision_on_ended_run_is_refused, decision_without_request_is_refused, first_decision_wins,
+    a_reused_call_id_is_decided_by_its_latest_request, decision_on_ended_run_is_refused,
+    decision_without_request_is_refused, first_decision_wins,
     pending_calls_are_decided_independently,
 };
 pub use concurrency::{
@@ -59,6 +60,7 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     decision_without_request_is_refused(s).await;
     decision_on_ended_run_is_refused(s).await;
     pending_calls_are_decided_independently(s).await;
+    a_reused_call_id_is_decided_by_its_latest_request(s).await;
     leases_are_renewed_and_released(s, clock).await;
     a_live_lease_keeps_other_holders_out(s, clock).await;
     an_expired_lease_can_be_taken_over(s, clock).await;

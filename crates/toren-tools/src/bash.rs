@@ -5,34 +5,22 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::Deserialize;
+use toren_protocol::BashArgs;
 use toren_sandbox::{ExecRequest, Sandbox, check_command};
 
 use crate::ToolSettings;
 use crate::error::Result;
-use crate::outcome::{ToolOutcome, parse_args};
+use crate::outcome::ToolOutcome;
 
-pub(crate) const NAME: &str = "bash";
-pub(crate) const USAGE: &str = r#"{"command": string, "timeout_secs"?: integer}"#;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct BashArgs {
-    pub(crate) command: String,
-    #[serde(default)]
-    timeout_secs: Option<u64>,
-}
-
-pub(crate) fn parse(args: &serde_json::Value) -> Result<BashArgs, String> {
-    parse_args(NAME, USAGE, args)
-}
+pub(crate) const NAME: &str = toren_protocol::BASH;
 
 pub(crate) async fn run(
     settings: &ToolSettings,
     sandbox: &dyn Sandbox,
     args: &serde_json::Value,
 ) -> Result<ToolOutcome> {
-    let args = match parse(args) {
+    // The same decoding the approval prompt showed the human (I-11).
+    let args = match BashArgs::decode(args) {
         Ok(args) => args,
         Err(message) => return Ok(ToolOutcome::error(message)),
     };

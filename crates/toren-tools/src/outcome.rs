@@ -1,5 +1,6 @@
 //! What a tool call produced, as the model will see it, and the argument parsing every tool
-//! shares (which turns malformed arguments into a message the model can act on).
+//! shares (which turns malformed arguments into a message the model can act on; the parser
+//! itself lives in `toren-protocol`, where the approval prompt uses it too).
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -50,106 +51,12 @@ impl ToolOutcome {
     }
 }
 
-/// Decodes a tool's arguments, or says in one message what is wrong and what was expected
-/// (`usage`). A string is accepted if it holds a JSON object: some providers pass the raw
-/// text on when it did not parse for them.
+/// Decodes a tool's arguments with the one parser the approval prompt uses too
+/// ([`toren_protocol::decode_args`]).
 pub(crate) fn parse_args<T: DeserializeOwned>(
     tool: &str,
     usage: &str,
     args: &Value,
 ) -> Result<T, String> {
-    let value = match args {
-        Value::String(raw) => match serde_json::from_str::<Value>(raw) {
-            Ok(value @ Value::Object(_)) => value,
-            Ok(_) => {
-                return Err(format!(
-                    "the arguments for `{tool}` must be a JSON object; expected {usage}"
-                ));
-            }
-            Err(err) => {
-                return Err(format!(
-                    "the arguments for `{tool}` are not valid JSON ({err}); expected {usage}"
-                ));
-            }
-        },
-        Value::Null => Value::Object(serde_json::Map::new()),
-        other => other.clone(),
-    };
-    if !value.is_object() {
-        return Err(format!(
-            "the arguments for `{tool}` must be a JSON object; expected {usage}"
-        ));
-    }
-    serde_json::from_value(value)
-        .map_err(|err| format!("invalid arguments for `{tool}`: {err}; expected {usage}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use serde::Deserialize;
-    use serde_json::json;
-
-    use super::*;
-
-    #[derive(Debug, Deserialize, PartialEq)]
-    #[serde(deny_unknown_fields)]
-    struct Args {
-        path: String,
-    }
-
-    const USAGE: &str = r#"{"path": string}"#;
-
-    #[test]
-    fn accepts_objects_and_strings_holding_objects() {
-        let want = Args {
-            path: "a".to_owned(),
-        };
-        assert_eq!(
-            parse_args::<Args>("t", USAGE, &json!({"path": "a"})),
-            Ok(want)
-        );
-        let want = Args {
-            path: "a".to_owned(),
-        };
-        assert_eq!(
-            parse_args::<Args>("t", USAGE, &json!(r#"{"path": "a"}"#)),
-            Ok(want)
-        );
-    }
-
-    #[test]
-    fn explains_what_is_wrong() {
-        let cases = [
-            (
-                json!(r#"{"path": "a""#),
-                "the arguments for `t` are not valid JSON (EOF while parsing an object at line 1 column 12); expected {\"path\": string}",
-            ),
-            (
-                json!([1]),
-                "the arguments for `t` must be a JSON object; expected {\"path\": string}",
-            ),
-            (
-                json!("[1]"),
-                "the arguments for `t` must be a JSON object; expected {\"path\": string}",
-            ),
-            (
-                json!(null),
-                "invalid arguments for `t`: missing field `path`; expected {\"path\": string}",
-            ),
-            (
-                json!({"path": 5}),
-                "invalid arguments for `t`: invalid type: integer `5`, expected a string; expected {\"path\": string}",
-            ),
-            (
-                json!({"path": "a", "mode": 1}),
-                "invalid arguments for `t`: unknown field `mode`, expected `path`; expected {\"path\": string}",
-            ),
-        ];
-        for (args, message) in cases {
-            assert_eq!(
-                parse_args::<Args>("t", USAGE, &args),
-                Err(message.to_owned())
-            );
-        }
-    }
+    toren_protocol::decode_args(tool, usage, args)
 }

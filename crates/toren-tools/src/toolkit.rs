@@ -69,16 +69,6 @@ impl Toolkit {
         call.name == bash::NAME
     }
 
-    /// What a human is asked to approve: the exact command, if the call is a `bash` call
-    /// with readable arguments. `None` otherwise (a malformed call fails without running,
-    /// so there is nothing to approve).
-    pub fn approval_prompt(&self, call: &ToolCall) -> Option<String> {
-        if call.name != bash::NAME {
-            return None;
-        }
-        bash::parse(&call.arguments).ok().map(|args| args.command)
-    }
-
     /// Runs one call. Everything the model can fix comes back as `Ok` with
     /// `is_error: true`; `Err` means a host fault.
     pub async fn execute(&self, sandbox: &dyn Sandbox, call: &ToolCall) -> Result<ToolOutcome> {

@@ -72,6 +72,7 @@ fn turn(i: usize) -> Vec<EventKind> {
                     id: id.clone(),
                     name: "read_file".into(),
                     arguments: json!({"path": format!("src/file_{i}.rs")}),
+                    wire_id: None,
                 }],
             },
             stop_reason: "tool_use".into(),

@@ -42,6 +42,13 @@ pub struct WorkerConfig {
     pub lease_ttl: Duration,
 }
 
+/// Whether an append wrote its events or found the log moved on and wrote nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Appended {
+    Written,
+    CaughtUp,
+}
+
 /// How driving a run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -109,19 +116,56 @@ impl RunDriver {
         cancel: &CancellationToken,
     ) -> Result<Outcome, Error> {
         let events = self.config.store.read(&lease.run_id, 0).await?;
-        let mut state = RunState::from_events(&events)?;
+        let mut state = match RunState::from_events(&events) {
+            Ok(state) => state,
+            Err(error) => return self.fail_corrupt(lease, &events, &error).await,
+        };
         let mut sandbox: Option<Arc<dyn Sandbox>> = None;
         loop {
             let step = self.step(lease, &mut state, &mut sandbox);
             let appended = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Ok(Outcome::Interrupted),
-                result = step => result?,
+                result = step => result,
             };
-            if let Some(outcome) = appended {
-                return Ok(outcome);
+            match appended {
+                Ok(Some(outcome)) => return Ok(outcome),
+                Ok(None) => {}
+                Err(Error::CorruptLog(error)) => {
+                    let events = self.config.store.read(&lease.run_id, 0).await?;
+                    return self.fail_corrupt(lease, &events, &error).await;
+                }
+                Err(error) => return Err(error),
             }
         }
+    }
+
+    /// A log that does not fold cannot be driven, and must not pass for a resumable run:
+    /// record the run as failed with the reason, after the last event, so that every
+    /// surface shows it.
+    async fn fail_corrupt(
+        &self,
+        lease: &Lease,
+        events: &[toren_protocol::Event],
+        error: &toren_agent::Error,
+    ) -> Result<Outcome, Error> {
+        let output = format!("the run's event log cannot be replayed: {error}");
+        if events
+            .last()
+            .is_some_and(|e| e.kind.status_after().is_some_and(RunStatus::is_terminal))
+        {
+            return Err(Error::CorruptLog(error.clone()));
+        }
+        let after = events.last().map_or(0, |e| e.seq);
+        let kind = EventKind::RunFailed(RunFailed {
+            error: output.clone(),
+        });
+        self.config.store.append(lease, after, vec![kind]).await?;
+        tracing::error!(run = %lease.run_id, "{output}");
+        Ok(Outcome::Ended {
+            status: RunStatus::Failed,
+            output,
+        })
     }
 
     /// Carries out one action. Returns the outcome once the run has ended.
@@ -170,6 +214,16 @@ impl RunDriver {
                 });
                 self.append(lease, state, vec![kind]).await?;
             }
+            Action::Refuse { call, output } => {
+                let kind = EventKind::ToolCompleted(ToolCompleted {
+                    call_id: call.id,
+                    output,
+                    is_error: true,
+                    exit_code: None,
+                    truncated: false,
+                });
+                self.append(lease, state, vec![kind]).await?;
+            }
             Action::RunTool { call, attempt } => {
                 self.run_tool(lease, state, sandbox, call, attempt).await?;
             }
@@ -204,8 +258,9 @@ impl RunDriver {
         let observer = Arc::clone(&self.config.observer);
         let on_text = move |delta: &str| observer.text(delta);
         match self.config.model.respond(&request, &on_text).await {
+            // Validated and repaired before it is journaled: a log must always fold.
             Ok(response) => Ok(EventKind::ModelResponded(ModelResponded {
-                message: response.message,
+                message: state.admit(response.message),
                 stop_reason: response.stop_reason,
                 usage: response.usage,
                 model: response.model,
@@ -243,7 +298,7 @@ impl RunDriver {
                         exit_code: None,
                         truncated: false,
                     });
-                    return self.append(lease, state, vec![kind]).await;
+                    return self.append(lease, state, vec![kind]).await.map(drop);
                 };
                 let backend = self
                     .config
@@ -282,7 +337,12 @@ impl RunDriver {
             tool: call.name.clone(),
             attempt,
         });
-        self.append(lease, state, vec![started]).await?;
+        if self.append(lease, state, vec![started]).await? == Appended::CaughtUp {
+            // The log moved on (a decision or a cancellation from elsewhere) and nothing
+            // was written: no side effect may start without its durable `tool_started`.
+            // The state machine decides again from what was folded.
+            return Ok(());
+        }
         let outcome = match self.config.toolkit.execute(sb.as_ref(), &call).await {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -316,13 +376,25 @@ impl RunDriver {
             }));
         }
         kinds.push(EventKind::ToolCompleted(ToolCompleted {
-            call_id: call.id,
+            call_id: call.id.clone(),
             output,
             is_error: outcome.is_error,
             exit_code: outcome.exit_code,
             truncated: outcome.truncated,
         }));
-        self.append(lease, state, kinds).await
+        // The tool ran: its result must not be lost to a log that moved on meanwhile.
+        // Record it after what others wrote, as long as the run still waits for it.
+        while self.append(lease, state, kinds.clone()).await? == Appended::CaughtUp {
+            let still_waiting = matches!(
+                state.next_action(),
+                Action::RunTool { call: ref next, .. } if next.id == call.id
+            );
+            if !still_waiting {
+                tracing::info!(run = %state.run_id, call = %call.id, "the run moved on while a tool ran; its result is not recorded");
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     async fn fail(&self, lease: &Lease, state: &mut RunState, error: String) -> Result<(), Error> {
@@ -332,26 +404,30 @@ impl RunDriver {
             vec![EventKind::RunFailed(RunFailed { error })],
         )
         .await
+        .map(drop)
     }
 
     /// Appends after the last folded event and folds what was written. If the log moved
-    /// on (an approval decided from elsewhere), nothing was written: fold the news and let
-    /// the state machine decide again.
+    /// on (an approval decided from elsewhere), nothing was written: fold the news, say so
+    /// ([`Appended::CaughtUp`]) and let the state machine decide again.
     async fn append(
         &self,
         lease: &Lease,
         state: &mut RunState,
         kinds: Vec<EventKind>,
-    ) -> Result<(), Error> {
+    ) -> Result<Appended, Error> {
         match self.config.store.append(lease, state.last_seq, kinds).await {
             Ok(events) => {
                 for event in &events {
                     state.apply(event)?;
                     self.config.observer.event(event);
                 }
-                Ok(())
+                Ok(Appended::Written)
             }
-            Err(toren_store::Error::Conflict { .. }) => self.catch_up(state).await,
+            Err(toren_store::Error::Conflict { .. }) => {
+                self.catch_up(state).await?;
+                Ok(Appended::CaughtUp)
+            }
             Err(toren_store::Error::LeaseLost { .. }) => Err(Error::LeaseLost {
                 run: state.run_id.to_string(),
             }),

@@ -70,6 +70,14 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
         Action::RecordDenial { call, .. } => {
             eprintln!("  call {} was denied; telling the model", call.id);
         }
+        Action::Refuse { call, .. } => {
+            eprintln!(
+                "  {} call {} will not run (it cannot, or it never completed in {} attempts); telling the model",
+                call.name,
+                call.id,
+                toren_agent::MAX_TOOL_ATTEMPTS
+            );
+        }
         Action::RunTool { call, .. } => eprintln!("  next: {} call {}", call.name, call.id),
         Action::RequestApproval { call, .. } => {
             eprintln!("  next: approval of {} call {}", call.name, call.id);

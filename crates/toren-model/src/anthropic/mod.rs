@@ -123,6 +123,7 @@ pub(crate) fn request_body(model: &str, request: &ModelRequest) -> Value {
 /// with neither text nor tool calls is dropped: the API refuses empty content.
 fn messages(conversation: &[Message]) -> Vec<Value> {
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let wire = toren_protocol::wire_ids(conversation);
     for message in conversation {
         let (role, blocks) = match message {
             Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
@@ -134,7 +135,7 @@ fn messages(conversation: &[Message]) -> Vec<Value> {
                     .map(|r| {
                         json!({
                             "type": "tool_result",
-                            "tool_use_id": r.call_id,
+                            "tool_use_id": wire.get(r.call_id.as_str()).copied().unwrap_or(&r.call_id),
                             "content": r.content,
                             "is_error": r.is_error,
                         })
@@ -167,7 +168,9 @@ fn assistant_blocks(message: &AssistantMessage) -> Vec<Value> {
             Value::Object(_) => call.arguments.clone(),
             _ => json!({}),
         };
-        blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+        blocks.push(
+            json!({"type": "tool_use", "id": call.wire_id(), "name": call.name, "input": input}),
+        );
     }
     blocks
 }

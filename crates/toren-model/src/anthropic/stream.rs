@@ -244,6 +244,7 @@ impl Assembler {
                         id,
                         name,
                         arguments,
+                        wire_id: None,
                     });
                 }
                 Block::Ignored => {}

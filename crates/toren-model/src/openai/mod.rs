@@ -158,6 +158,7 @@ fn messages(system: &str, conversation: &[Message]) -> Vec<Value> {
     if !system.is_empty() {
         out.push(json!({"role": "system", "content": system}));
     }
+    let wire = toren_protocol::wire_ids(conversation);
     for message in conversation {
         match message {
             Message::User { text } => out.push(json!({"role": "user", "content": text})),
@@ -178,7 +179,7 @@ fn messages(system: &str, conversation: &[Message]) -> Vec<Value> {
                                 Value::String(raw) => raw.clone(),
                                 other => other.to_string(),
                             };
-                            json!({"id": call.id, "type": "function", "function": {
+                            json!({"id": call.wire_id(), "type": "function", "function": {
                                 "name": call.name, "arguments": arguments,
                             }})
                         })
@@ -195,7 +196,8 @@ fn messages(system: &str, conversation: &[Message]) -> Vec<Value> {
                         result.content.clone()
                     };
                     out.push(json!({
-                        "role": "tool", "tool_call_id": result.call_id, "content": content,
+                        "role": "tool", "content": content,
+                        "tool_call_id": wire.get(result.call_id.as_str()).copied().unwrap_or(&result.call_id),
                     }));
                 }
             }

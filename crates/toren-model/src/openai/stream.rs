@@ -187,11 +187,12 @@ impl Assembler {
         let tool_calls: Vec<ToolCall> = self
             .slots
             .into_iter()
-            .enumerate()
-            .map(|(n, slot)| ToolCall {
-                id: slot.id.unwrap_or_else(|| format!("call_{}", n + 1)),
+            .map(|slot| ToolCall {
+                // No id at all (Ollama): the run assigns one unique within the run.
+                id: slot.id.unwrap_or_default(),
                 name: slot.name,
                 arguments: parse_arguments(&slot.arguments),
+                wire_id: None,
             })
             .collect();
         let stop_reason = match self.finish_reason.as_deref() {

@@ -45,6 +45,7 @@ pub(super) fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
         id: id.into(),
         name: name.into(),
         arguments,
+        wire_id: None,
     }
 }
 

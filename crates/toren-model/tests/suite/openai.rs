@@ -223,8 +223,9 @@ async fn an_index_whose_first_fragment_has_no_id_keeps_the_later_id() {
         response.message.tool_calls,
         vec![
             call("late", "write_file", json!({"path": "a"})),
-            // No id ever came: a stable one is made up; the broken JSON goes on as text.
-            call("call_2", "bash", json!("{\"command\": \"l")),
+            // No id ever came: it stays empty for the run to assign one unique within the
+            // run (toren-agent's `admit`); the broken JSON goes on as text.
+            call("", "bash", json!("{\"command\": \"l")),
         ]
     );
 }

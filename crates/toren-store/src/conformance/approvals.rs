@@ -144,3 +144,48 @@ pub async fn pending_calls_are_decided_independently(store: &dyn EventLog) {
         "one decision per call"
     );
 }
+
+/// A log written before call ids were unique within a run may request approval for an id
+/// an earlier turn already used and had decided: the decision addresses the latest request,
+/// never "already decided" by the older one.
+pub async fn a_reused_call_id_is_decided_by_its_latest_request(store: &dyn EventLog) {
+    let (run_id, _, lease) = new_run(store, "reused id").await;
+    ok(
+        store
+            .append(&lease, 1, vec![approval_requested("call_1")])
+            .await,
+        "first request",
+    );
+    ok(
+        store
+            .decide_approval(&run_id, decision("call_1", true, "ana"))
+            .await,
+        "first decision",
+    );
+    ok(
+        store
+            .append(&lease, 3, vec![approval_requested("call_1")])
+            .await,
+        "second request, same id",
+    );
+    let second = store
+        .decide_approval(&run_id, decision("call_1", false, "bo"))
+        .await;
+    assert!(
+        second.is_ok(),
+        "the second request of call_1 must be decidable, got {second:?}"
+    );
+    let again = store
+        .decide_approval(&run_id, decision("call_1", true, "cy"))
+        .await;
+    assert!(
+        matches!(
+            &again,
+            Err(Error::AlreadyDecided {
+                approved: false,
+                ..
+            })
+        ),
+        "a second decision of the latest request is refused with its decision, got {again:?}"
+    );
+}

@@ -70,6 +70,7 @@ pub(super) fn model_wants_bash(call_id: &str, command: &str) -> EventKind {
                 id: call_id.to_owned(),
                 name: "bash".to_owned(),
                 arguments: serde_json::json!({ "command": command, "timeout_secs": 30 }),
+                wire_id: None,
             }],
         },
         stop_reason: "tool_use".to_owned(),

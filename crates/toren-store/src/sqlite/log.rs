@@ -146,21 +146,28 @@ impl EventLog for SqliteStore {
         .bind(run_id.as_str())
         .fetch_all(&mut *tx)
         .await?;
+        // Only the latest request for this call id counts: logs written before call ids
+        // were unique within a run may reuse an earlier turn's id.
         let mut requested = false;
+        let mut decided = None;
         for row in rows {
             match row.decode()?.kind {
                 EventKind::ApprovalDecided(earlier) if earlier.call_id == decision.call_id => {
-                    return Err(Error::AlreadyDecided {
-                        run_id: run_id.clone(),
-                        call_id: decision.call_id,
-                        approved: earlier.approved,
-                    });
+                    decided = Some(earlier.approved);
                 }
                 EventKind::ApprovalRequested(request) if request.call_id == decision.call_id => {
                     requested = true;
+                    decided = None;
                 }
                 _ => {}
             }
+        }
+        if let Some(approved) = decided {
+            return Err(Error::AlreadyDecided {
+                run_id: run_id.clone(),
+                call_id: decision.call_id,
+                approved,
+            });
         }
         if !requested {
             return Err(Error::NoPendingApproval {

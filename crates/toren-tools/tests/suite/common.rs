@@ -50,6 +50,7 @@ impl Fixture {
             id: "toolu_1".to_owned(),
             name: name.to_owned(),
             arguments,
+            wire_id: None,
         };
         self.kit
             .execute(self.sandbox.as_ref(), &call)

@@ -14,6 +14,7 @@ fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
         id: id.to_owned(),
         name: name.to_owned(),
         arguments,
+        wire_id: None,
     }
 }
 
