@@ -42,8 +42,23 @@ pub enum Error {
     )]
     WorkspaceFull { path: String },
 
-    #[error("`{path}` is not a regular file (it is a {kind})")]
-    NotAFile { path: String, kind: &'static str },
+    #[error(
+        "`{path}` {} a {kind}, not a regular file; read_file, write_file and edit_file work \
+         only on regular files (use bash to work with it, e.g. `ls -l {path}`)",
+        if *.via_link { "is a symbolic link to" } else { "is" }
+    )]
+    NotAFile {
+        path: String,
+        kind: &'static str,
+        /// `path` is a symlink to it.
+        via_link: bool,
+    },
+
+    #[error(
+        "cannot write `{path}`: it is a program that is running (text file busy); write to \
+         another path, or stop the program first"
+    )]
+    Busy { path: String },
 
     /// An operation on a path inside the workspace failed for another reason.
     #[error("cannot {op} `{path}`: {source}")]
@@ -71,6 +86,12 @@ pub enum Error {
     )]
     InvalidWorkspaceName { name: String },
 
+    #[error(
+        "the workspace `{path}` does not exist (Toren never deletes workspaces: was it moved or \
+         deleted by hand?)"
+    )]
+    WorkspaceMissing { path: String },
+
     /// A host-side operation (the workspace root, spawning bubblewrap, a pipe) failed.
     #[error("{context}: {source}")]
     Io {
@@ -95,13 +116,15 @@ impl Error {
             | Self::IsDirectory { .. }
             | Self::WorkspaceFull { .. }
             | Self::InvalidCommand { .. }
-            | Self::NotAFile { .. } => true,
+            | Self::NotAFile { .. }
+            | Self::Busy { .. } => true,
             Self::Fs { source, .. } => is_caused_by_path(source),
             Self::BwrapMissing { .. }
             | Self::BwrapUnusable { .. }
             | Self::ForeignWorkspace { .. }
             | Self::InvalidEnv { .. }
             | Self::InvalidWorkspaceName { .. }
+            | Self::WorkspaceMissing { .. }
             | Self::Io { .. } => false,
         }
     }
@@ -115,9 +138,29 @@ impl Error {
 }
 
 /// Errors that follow from what is at the path (permissions the agent set, a file where a
-/// directory is expected), as opposed to the host failing (disk full, I/O error).
+/// directory is expected, an entry it made that the call cannot use), as opposed to the
+/// host failing (an I/O error, no memory, no descriptors). The `errno`s the agent can
+/// cause are listed by name; other errors go by their kind.
 fn is_caused_by_path(err: &io::Error) -> bool {
     use io::ErrorKind as K;
+    use nix::errno::Errno as E;
+    if let Some(errno) = err.raw_os_error().map(E::from_raw) {
+        return matches!(
+            errno,
+            // `chmod` by the agent, or a file it made read-only.
+            E::EACCES | E::EPERM
+                // Entries where others were expected.
+                | E::EEXIST | E::ENOTDIR | E::EISDIR | E::ENOTEMPTY | E::ENOENT
+                // Symlinks that loop, names too long or deep, too many links to a directory.
+                | E::ELOOP | E::ENAMETOOLONG | E::EMLINK
+                // Named pipes and sockets (`mkfifo`, `bind`), running programs.
+                | E::ENXIO | E::EAGAIN | E::ETXTBSY | E::ESPIPE
+                // Bad arguments through the path, sizes past the file system's limits.
+                | E::EINVAL | E::EILSEQ | E::EFBIG | E::EOVERFLOW
+                // A full disk or quota: the agent's files filled it.
+                | E::ENOSPC | E::EDQUOT
+        );
+    }
     matches!(
         err.kind(),
         K::PermissionDenied
@@ -130,5 +173,6 @@ fn is_caused_by_path(err: &io::Error) -> bool {
             | K::InvalidData
             | K::FileTooLarge
             | K::NotFound
+            | K::WouldBlock
     )
 }

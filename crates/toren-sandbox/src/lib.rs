@@ -17,4 +17,4 @@ pub use local::{
     RootEntry, SANDBOX_PATH, SHELL, SHM_SIZE, bwrap_argv, sandbox_env,
 };
 pub use sandbox::{ExecOutput, ExecRequest, MAX_COMMAND_BYTES, Sandbox, check_command};
-pub use workspace::{EntryInfo, EntryKind, SANDBOX_WORKDIR, Workspace};
+pub use workspace::{EntryInfo, EntryKind, SANDBOX_WORKDIR, WORKSPACE_DIR, Workspace, workspace_path};

@@ -3,23 +3,32 @@
 //! A [`Workspace`] holds the workspace directory open as a `cap_std::fs::Dir`; every path
 //! the tools pass is resolved beneath it by the kernel (`openat2` with `RESOLVE_BENEATH`),
 //! so `..`, absolute paths and symlinks that lead outside — including ones the agent made
-//! with bash — are refused, with no string checks to race against. The sandbox backends
-//! (`local`) bind the same directory into their sandboxes; the tools crate reads and
-//! writes files through this type. Nothing here ever deletes a workspace (I-1).
+//! with bash — are refused, with no string checks to race against. Only regular files are
+//! read or written: what is at a path is checked before it is opened (following symlinks
+//! inside the workspace), and again on the open descriptor, so a named pipe, a socket or a
+//! device the agent made is refused by name and never opened. The sandbox backends bind the
+//! same directory into their sandboxes; the tools crate reads and writes files through
+//! this type. Where workspaces live and how they are kept private is `layout`; path checks
+//! and their messages are `path`; errors are sorted in `classify`. Nothing here ever
+//! deletes a workspace (I-1).
 
-use std::fs::DirBuilder;
+mod classify;
+mod layout;
+mod path;
+
 use std::io::{self, Read, Write};
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cap_std::fs::{Dir, FileType, Metadata, OpenOptions, OpenOptionsExt};
-use nix::errno::Errno;
+use cap_std::fs::{Dir, Metadata, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
 
+use self::classify::{NOT_A_DIR, classify, require_file};
+use self::layout::{Missing, locate};
+use self::path::{check_name, check_path};
 use crate::error::{Error, Result};
 
-const NOT_A_DIR: &str = "a component of the path is a file, not a directory";
+pub use self::layout::{WORKSPACE_DIR, workspace_path};
 
 /// Where backends mount the workspace inside their sandboxes; bash starts there.
 pub const SANDBOX_WORKDIR: &str = "/workspace";
@@ -49,50 +58,46 @@ pub enum EntryKind {
 }
 
 impl Workspace {
-    /// Creates `root/name` (and `root`, mode 0700, if missing) unless it exists, then opens
-    /// it. The directory is created by, and so owned by, the user running Toren.
+    /// Creates the workspace `name` under the sandbox root `root` unless it exists, then
+    /// opens it: `root` (mode 0700) if missing, the private directory `root/name` (0700)
+    /// and in it the workspace directory, at [`workspace_path`]. The directories are created
+    /// by, and so owned by, the user running Toren; see `layout` for why.
     pub fn create(root: &Path, name: &str) -> Result<Self> {
         check_name(name)?;
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(root)
-            .map_err(|e| {
-                Error::io(
-                    format!("cannot create the sandbox root `{}`", root.display()),
-                    e,
-                )
-            })?;
-        let path = root.join(name);
-        match DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => {
-                return Err(Error::io(
-                    format!("cannot create the workspace `{}`", path.display()),
-                    e,
-                ));
-            }
-        }
-        Self::open_at(path)
+        let (path, dir) = locate(root, name, Missing::Create)?;
+        Ok(Self::new(path, dir))
     }
 
-    /// Opens the existing workspace `root/name`.
+    /// Opens the existing workspace `name` under the sandbox root `root`.
     pub fn open(root: &Path, name: &str) -> Result<Self> {
         check_name(name)?;
-        Self::open_at(root.join(name))
+        let (path, dir) = locate(root, name, Missing::Fail)?;
+        Ok(Self::new(path, dir))
     }
 
-    fn open_at(path: PathBuf) -> Result<Self> {
-        // The one use of ambient authority in Toren's file access: turning the host path of
-        // the workspace, which the runtime chose, into the capability every later access
-        // goes through.
-        let dir = Dir::open_ambient_dir(&path, cap_std::ambient_authority())
-            .map_err(|e| Error::io(format!("cannot open the workspace `{}`", path.display()), e))?;
-        Ok(Self {
+    /// Opens the existing workspace at exactly `path` on the host (a path recorded when it
+    /// was made, of this layout or an earlier one); a missing one is an error naming it.
+    pub fn open_path(path: &Path) -> Result<Self> {
+        // The one use of ambient authority in Toren's file access besides the sandbox root:
+        // turning the host path of the workspace, which the runtime chose, into the
+        // capability every later access goes through.
+        let dir = Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                Error::WorkspaceMissing {
+                    path: path.display().to_string(),
+                }
+            } else {
+                Error::io(format!("cannot open the workspace `{}`", path.display()), e)
+            }
+        })?;
+        Ok(Self::new(path.to_owned(), dir))
+    }
+
+    fn new(path: PathBuf, dir: Dir) -> Self {
+        Self {
             path,
             dir: Arc::new(dir),
-        })
+        }
     }
 
     /// The workspace directory on the host.
@@ -115,15 +120,17 @@ impl Workspace {
     /// Reads the regular file at `path`, refusing files larger than `limit` bytes.
     pub fn read(&self, path: &str, limit: u64) -> Result<Vec<u8>> {
         let rel = check_path(path)?;
+        self.check_regular("read", rel, path)?;
         let mut options = OpenOptions::new();
-        // O_NONBLOCK: opening a FIFO the agent made must not hang the runtime.
+        // O_NONBLOCK: should a FIFO be swapped in after the check, opening it must not hang
+        // the runtime (and the descriptor's own check below refuses it).
         options.read(true).custom_flags(nonblocking_flags());
         let file = self
             .dir
             .open_with(rel, &options)
             .map_err(|e| classify("read", path, e))?;
         let meta = file.metadata().map_err(|e| classify("read", path, e))?;
-        require_file(path, &meta)?;
+        require_file(path, &meta, false)?;
         if meta.len() > limit {
             return Err(Error::TooLarge {
                 path: path.to_owned(),
@@ -167,6 +174,12 @@ impl Workspace {
                 }
             })?;
         }
+        // Only a regular file is replaced (or none made): opening a named pipe or socket for
+        // writing would fail (ENXIO) or block, and a device must not be opened at all.
+        match self.check_regular("write", rel, path) {
+            Ok(()) | Err(Error::NotFound { .. }) => {}
+            Err(err) => return Err(err),
+        }
         // Opened without truncating: this resolves the path beneath the workspace (escapes
         // are refused here) and checks what is there, before anything changes.
         let mut options = OpenOptions::new();
@@ -180,7 +193,7 @@ impl Workspace {
             .open_with(rel, &options)
             .map_err(|e| classify("write", path, e))?;
         let meta = file.metadata().map_err(|e| classify("write", path, e))?;
-        require_file(path, &meta)?;
+        require_file(path, &meta, false)?;
         let is_link = self
             .dir
             .symlink_metadata(rel)
@@ -227,6 +240,18 @@ impl Workspace {
         })
     }
 
+    /// Refuses `rel` unless it is a regular file (symlinks inside the workspace are
+    /// followed), without opening it.
+    fn check_regular(&self, op: &'static str, rel: &Path, path: &str) -> Result<()> {
+        let meta = self.dir.metadata(rel).map_err(|e| classify(op, path, e))?;
+        let via_link = || {
+            self.dir
+                .symlink_metadata(rel)
+                .is_ok_and(|m| m.file_type().is_symlink())
+        };
+        require_file(path, &meta, !meta.is_file() && via_link())
+    }
+
     /// What is at `path` (symlinks inside the workspace are followed).
     pub fn metadata(&self, path: &str) -> Result<EntryInfo> {
         let rel = check_path(path)?;
@@ -250,127 +275,4 @@ impl Workspace {
 
 fn nonblocking_flags() -> i32 {
     (OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits()
-}
-
-fn require_file(path: &str, meta: &Metadata) -> Result<()> {
-    if meta.is_file() {
-        Ok(())
-    } else if meta.is_dir() {
-        Err(Error::IsDirectory {
-            path: path.to_owned(),
-        })
-    } else {
-        Err(Error::NotAFile {
-            path: path.to_owned(),
-            kind: describe(meta.file_type()),
-        })
-    }
-}
-
-fn describe(kind: FileType) -> &'static str {
-    use cap_std::fs::FileTypeExt;
-    if kind.is_fifo() {
-        "named pipe"
-    } else if kind.is_socket() {
-        "socket"
-    } else if kind.is_block_device() || kind.is_char_device() {
-        "device"
-    } else {
-        "special file"
-    }
-}
-
-/// A workspace name is a single plain path component (a run or session id).
-fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty() && !name.contains(['/', '\0']) && !name.bytes().all(|b| b == b'.');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::InvalidWorkspaceName {
-            name: name.to_owned(),
-        })
-    }
-}
-
-/// Rejects what cap-std would reject with a less helpful message, and what it would not
-/// reject but should (NUL bytes end a C string).
-fn check_path(path: &str) -> Result<&Path> {
-    let invalid = |why: &str| Error::InvalidPath {
-        path: path.to_owned(),
-        why: why.to_owned(),
-    };
-    if path.is_empty() {
-        return Err(invalid(
-            "the path is empty; give a path relative to the workspace root, e.g. `notes.txt`",
-        ));
-    }
-    if path.contains('\0') {
-        return Err(invalid("the path contains a NUL byte"));
-    }
-    if let Some(inside) = path
-        .strip_prefix(SANDBOX_WORKDIR)
-        .and_then(|p| p.strip_prefix('/'))
-        && !inside.is_empty()
-    {
-        return Err(invalid(&format!(
-            "paths are relative to the workspace root, which bash sees as `{SANDBOX_WORKDIR}`; \
-             write `{inside}` instead"
-        )));
-    }
-    // The kernel enforces the boundary; this only gives `..` that climbs out a clear error
-    // even where a missing directory on the way would stop resolution first.
-    let mut depth = 0usize;
-    let climbs_out = Path::new(path).components().any(|c| match c {
-        Component::Normal(_) => {
-            depth += 1;
-            false
-        }
-        Component::ParentDir => match depth.checked_sub(1) {
-            Some(up) => {
-                depth = up;
-                false
-            }
-            None => true,
-        },
-        Component::CurDir | Component::RootDir | Component::Prefix(_) => false,
-    });
-    if path.starts_with('/') || climbs_out {
-        return Err(Error::PathEscape {
-            path: path.to_owned(),
-        });
-    }
-    Ok(Path::new(path))
-}
-
-/// Turns an error from a cap-std call on `path` into the error the caller should see.
-fn classify(op: &'static str, path: &str, err: io::Error) -> Error {
-    let path = path.to_owned();
-    // cap-std reports a resolution that would leave the directory (EXDEV from openat2, or
-    // its own resolver's verdict) as a synthesized PermissionDenied without an errno; a real
-    // EACCES always carries one.
-    if err.kind() == io::ErrorKind::PermissionDenied && err.raw_os_error().is_none() {
-        return Error::PathEscape { path };
-    }
-    let why = match err.raw_os_error().map(Errno::from_raw) {
-        Some(Errno::ELOOP) => Some("too many levels of symbolic links"),
-        Some(Errno::ENOTDIR) => Some(NOT_A_DIR),
-        Some(Errno::ENAMETOOLONG) => Some("the path is too long"),
-        _ => None,
-    };
-    if let Some(why) = why {
-        return Error::InvalidPath {
-            path,
-            why: why.to_owned(),
-        };
-    }
-    match err.kind() {
-        io::ErrorKind::NotFound => Error::NotFound { path },
-        io::ErrorKind::IsADirectory => Error::IsDirectory { path },
-        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => Error::WorkspaceFull { path },
-        _ => Error::Fs {
-            op,
-            path,
-            source: err,
-        },
-    }
 }

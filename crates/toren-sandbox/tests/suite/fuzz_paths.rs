@@ -1,21 +1,21 @@
 //! Property tests (proptest) of workspace path resolution under attack.
 //!
-//! Cases run in a tree, `{outside/, sandboxes/ws, sandboxes/other_run}` under padding
-//! directories, whose workspace holds symlinks of every kind (inside, relative escapes,
-//! absolute to `/` and to `outside/`, chains, loops, dangling links aiming outside); see
-//! `layout`. Each case makes reads, writes and `metadata` calls on generated paths made
-//! of `..`, `.`, `//`, `~`, NUL, absolute prefixes, odd unicode and over-long names. After
-//! every call nothing outside the workspace has changed, no read returned bytes that were
-//! not written inside it, a refusal is a model-fixable error with a message, and a
-//! successful write reads back. `PROPTEST_CASES` sets the cases per property (256 by
-//! default); `docs/fuzzing.md` describes the long run.
+//! Cases run in a tree, `{outside/, sandboxes/ws/workspace, sandboxes/other_run/workspace}`
+//! under padding directories, whose workspace holds symlinks of every kind (inside,
+//! relative escapes, absolute to `/` and to `outside/`, chains, loops, dangling links
+//! aiming outside); see `layout`. Each case makes reads, writes and `metadata` calls on
+//! generated paths made of `..`, `.`, `//`, `~`, NUL, absolute prefixes, odd unicode and
+//! over-long names. After every call nothing outside the workspace has changed, no read
+//! returned bytes that were not written inside it, a refusal is a model-fixable error with
+//! a message, and a successful write reads back. `PROPTEST_CASES` sets the cases per
+//! property (256 by default); `docs/fuzzing.md` describes the long run.
 
 mod layout;
 
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config, FileFailurePersistence};
-use toren_sandbox::{EntryKind, Error, Workspace};
+use toren_sandbox::{EntryKind, Error, Workspace, workspace_path};
 
 use self::layout::{CANARY, Layout};
 
@@ -66,17 +66,21 @@ proptest! {
     fn workspace_names_stay_one_directory_inside_the_root(raw in hostile_path(false)) {
         Layout::with(|layout| -> Result<(), TestCaseError> {
             let name = layout.expand(&raw);
-            let path = layout.sandboxes.join(&name);
-            let existed = std::fs::symlink_metadata(&path).is_ok();
+            let private = layout.sandboxes.join(&name);
+            let path = workspace_path(&layout.sandboxes, &name);
+            let existed = std::fs::symlink_metadata(&private).is_ok();
             match Workspace::create(&layout.sandboxes, &name) {
                 Ok(ws) => {
                     prop_assert_eq!(ws.path(), path.as_path());
-                    let meta = std::fs::symlink_metadata(&path);
-                    prop_assert!(meta.is_ok_and(|m| m.is_dir()), "{name:?} is not a real directory");
+                    for dir in [&private, &path] {
+                        let meta = std::fs::symlink_metadata(dir);
+                        prop_assert!(meta.is_ok_and(|m| m.is_dir()), "{dir:?} is not a real directory");
+                    }
                     prop_assert!(!name.contains('/'), "{name:?} is more than one component");
                     layout.check_outside_unchanged_except(&name)?;
                     if !existed {
                         std::fs::remove_dir(&path).unwrap();
+                        std::fs::remove_dir(&private).unwrap();
                     }
                 }
                 // Names come from the runtime (run ids), not from the model: any error will

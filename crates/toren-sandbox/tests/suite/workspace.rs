@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
-use toren_sandbox::{EntryInfo, EntryKind, Error, Workspace};
+use toren_sandbox::{EntryInfo, EntryKind, Error, Workspace, workspace_path};
 
 /// A sandbox root with one workspace `ws` and a sibling file `secret.txt` outside it.
 fn setup() -> (TempDir, Workspace) {
@@ -38,9 +38,10 @@ fn create_makes_private_directories_and_reopens_existing_ones() {
     let base = tempfile::tempdir().unwrap();
     let root = base.path().join("sandboxes");
     let ws = Workspace::create(&root, "run_1").unwrap();
-    assert_eq!(ws.path(), root.join("run_1"));
-    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(ws.path(), root.join("run_1").join("workspace"));
+    assert_eq!(ws.path(), workspace_path(&root, "run_1"));
     assert_eq!(mode(&root), 0o700);
+    assert_eq!(mode(&root.join("run_1")), 0o700);
     assert_eq!(mode(ws.path()), 0o700);
 
     ws.write("kept.txt", b"still here").unwrap();
@@ -48,18 +49,113 @@ fn create_makes_private_directories_and_reopens_existing_ones() {
     assert_eq!(again.read("kept.txt", 100).unwrap(), b"still here");
     let opened = Workspace::open(&root, "run_1").unwrap();
     assert_eq!(opened.read("kept.txt", 100).unwrap(), b"still here");
+    let exact = Workspace::open_path(ws.path()).unwrap();
+    assert_eq!(exact.path(), ws.path());
+    assert_eq!(exact.read("kept.txt", 100).unwrap(), b"still here");
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
 #[test]
-fn opening_a_missing_workspace_is_a_host_fault() {
+fn the_private_directory_stays_private_whatever_the_agent_and_the_root_allow() {
+    // The agent runs as Toren's user and can open up the workspace it sees; the directory
+    // around it, which it cannot name, is what keeps other local users out.
     let base = tempfile::tempdir().unwrap();
-    let err = Workspace::open(base.path(), "run_missing").unwrap_err();
-    assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    let root = base.path().join("shared-root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let ws = Workspace::create(&root, "run_1").unwrap();
+    std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let private = root.join("run_1");
+    assert_eq!(mode(&private), 0o700);
+    // A private directory loosened by hand is tightened again when the run reopens it.
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Workspace::create(&root, "run_1").unwrap();
+    assert_eq!(mode(&private), 0o700);
+    Workspace::open(&root, "run_1").unwrap();
+    assert_eq!(mode(&private), 0o700);
+    assert_eq!(mode(&root), 0o1777, "the operator's root is left as it is");
+}
+
+#[test]
+fn a_planted_private_directory_is_refused() {
+    // In a shared sandbox root another user could make `<run id>` first: as a symlink to
+    // somewhere of theirs, or as their own directory.
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("sandboxes");
+    std::fs::create_dir(&root).unwrap();
+    let theirs = base.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    symlink(&theirs, root.join("run_link")).unwrap();
+    let err = Workspace::create(&root, "run_link").unwrap_err();
     assert!(!err.is_model_fixable());
+    assert!(err.to_string().contains("not a symlink"), "{err}");
+    assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
+
+    if nix::unistd::geteuid().is_root() {
+        let planted = root.join("run_planted");
+        std::fs::create_dir(&planted).unwrap();
+        std::os::unix::fs::chown(&planted, Some(4321), Some(4321)).unwrap();
+        let err = Workspace::create(&root, "run_planted").unwrap_err();
+        assert!(
+            matches!(err, Error::ForeignWorkspace { owner: 4321, .. }),
+            "{err:?}"
+        );
+        assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
+    } else {
+        eprintln!("not root: cannot plant a directory owned by another user");
+    }
+}
+
+#[test]
+fn workspaces_of_the_flat_layout_still_open() {
+    // Before the private directory, `<root>/<run id>` was the workspace itself.
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("sandboxes");
+    let old = root.join("run_old");
+    std::fs::create_dir_all(old.join("src")).unwrap();
+    std::fs::write(old.join("notes.txt"), "from before\n").unwrap();
+    for ws in [
+        Workspace::open_path(&old).unwrap(),
+        Workspace::open(&root, "run_old").unwrap(),
+        Workspace::create(&root, "run_old").unwrap(),
+    ] {
+        assert_eq!(ws.path(), old);
+        assert_eq!(ws.read("notes.txt", 100).unwrap(), b"from before\n");
+    }
     assert!(
-        err.to_string().contains("cannot open the workspace"),
+        !old.join("workspace").exists(),
+        "nothing was moved or added"
+    );
+}
+
+#[test]
+fn opening_a_missing_workspace_is_a_host_fault_naming_it() {
+    let base = tempfile::tempdir().unwrap();
+    let missing = base.path().join("run_missing");
+    let err = Workspace::open_path(&missing).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the workspace `{}` does not exist (Toren never deletes workspaces: was it moved \
+             or deleted by hand?)",
+            missing.display()
+        )
+    );
+    assert!(!err.is_model_fixable());
+    let err = Workspace::open(base.path(), "run_missing").unwrap_err();
+    assert!(matches!(err, Error::WorkspaceMissing { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains(
+            &workspace_path(base.path(), "run_missing")
+                .display()
+                .to_string()
+        ),
         "{err}"
     );
+    assert!(!err.is_model_fixable());
 }
 
 #[test]
@@ -118,15 +214,64 @@ fn dot_dot_and_absolute_paths_are_refused() {
 }
 
 #[test]
-fn the_sandbox_mount_point_gets_a_hint() {
+fn absolute_paths_get_messages_that_never_suggest_an_escape() {
     let (_root, ws) = setup();
-    let err = ws.read("/workspace/src/main.rs", 10).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "invalid path `/workspace/src/main.rs`: paths are relative to the workspace root, \
-         which bash sees as `/workspace`; write `src/main.rs` instead"
-    );
-    assert!(err.is_model_fixable());
+    let hint = |inside: &str| {
+        format!(
+            "paths are relative to the workspace root, which bash sees as `/workspace`; write \
+             `{inside}` instead"
+        )
+    };
+    let root_itself = "`/workspace` is the workspace root itself, a directory; paths are \
+                       relative to it: `notes.txt` is `/workspace/notes.txt`";
+    let cases = [
+        ("/workspace/src/main.rs", Some(hint("src/main.rs"))),
+        ("/workspace/./a//b/", Some(hint("a/b"))),
+        ("/workspace/a/../b.txt", Some(hint("b.txt"))),
+        ("/workspace/../workspace/x", Some(hint("x"))),
+        ("/workspace", Some(root_itself.to_owned())),
+        ("/workspace/", Some(root_itself.to_owned())),
+        ("/workspace/.", Some(root_itself.to_owned())),
+        ("/workspace/..", None),
+        ("/workspace/../etc/passwd", None),
+        ("/workspace/a/../../etc/passwd", None),
+        ("/workspace/../../outside/victim.txt", None),
+        ("/workspaces/x", None),
+        ("/etc/passwd", None),
+        ("/", None),
+    ];
+    for (path, hint) in cases {
+        for err in [
+            ws.read(path, 10).unwrap_err(),
+            ws.write(path, b"x").unwrap_err(),
+            ws.metadata(path).unwrap_err(),
+        ] {
+            match &hint {
+                Some(why) => assert_eq!(err.to_string(), format!("invalid path `{path}`: {why}")),
+                None => assert!(matches!(err, Error::PathEscape { .. }), "{path}: {err:?}"),
+            }
+            assert!(err.is_model_fixable());
+            assert!(!err.to_string().contains("write `.."), "{path}: {err}");
+        }
+    }
+}
+
+#[test]
+fn relative_paths_naming_the_root_are_directories() {
+    let (_root, ws) = setup();
+    for path in [".", "./", ".//", "a/..", "./."] {
+        if path == "a/.." {
+            ws.write("a/x", b"").unwrap();
+        }
+        assert_eq!(
+            ws.read(path, 10).unwrap_err().to_string(),
+            format!("`{path}` is a directory, not a file")
+        );
+        assert_eq!(
+            ws.write(path, b"x").unwrap_err().to_string(),
+            format!("`{path}` is a directory, not a file")
+        );
+    }
 }
 
 #[test]
@@ -244,18 +389,96 @@ fn bad_paths_get_clear_errors() {
     }
 }
 
+/// What the agent can make in its workspace that is not a regular file, made on the host
+/// the same way; each name is also reached through a symlink `<name>_link`. A character
+/// device (`/dev/null`'s numbers) only as root: no one else may make one.
+fn special_files(ws: &Workspace) -> Vec<(&'static str, &'static str)> {
+    use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+    let dir = ws.path();
+    nix::unistd::mkfifo(&dir.join("fifo"), Mode::S_IRWXU).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind(dir.join("socket")).unwrap();
+    std::mem::forget(listener);
+    let mut kinds = vec![("fifo", "named pipe (FIFO)"), ("socket", "unix socket")];
+    if nix::unistd::geteuid().is_root() {
+        mknod(
+            &dir.join("null"),
+            SFlag::S_IFCHR,
+            Mode::from_bits_truncate(0o666),
+            makedev(1, 3),
+        )
+        .unwrap();
+        kinds.push(("null", "character device"));
+    } else {
+        eprintln!("not root: cannot make a character device");
+    }
+    for (name, _) in &kinds {
+        symlink(name, dir.join(format!("{name}_link"))).unwrap();
+    }
+    kinds
+}
+
 #[test]
-fn named_pipes_are_refused_without_blocking() {
+fn special_files_are_refused_by_name_without_opening_them() {
     let (_root, ws) = setup();
-    nix::unistd::mkfifo(&ws.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let kinds = special_files(&ws);
     let started = Instant::now();
-    let err = ws.read("fifo", 100).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "`fifo` is not a regular file (it is a named pipe)"
-    );
-    assert!(err.is_model_fixable());
+    for (name, kind) in kinds {
+        for (path, verb) in [
+            (name.to_owned(), "is"),
+            (format!("{name}_link"), "is a symbolic link to"),
+        ] {
+            let want = format!(
+                "`{path}` {verb} a {kind}, not a regular file; read_file, write_file and \
+                 edit_file work only on regular files (use bash to work with it, e.g. \
+                 `ls -l {path}`)"
+            );
+            for err in [
+                ws.read(&path, 100).unwrap_err(),
+                ws.write(&path, b"written").unwrap_err(),
+            ] {
+                assert_eq!(err.to_string(), want);
+                assert!(err.is_model_fixable(), "{err:?}");
+            }
+            assert_eq!(ws.metadata(&path).unwrap().kind, EntryKind::Other);
+        }
+    }
     assert!(started.elapsed() < Duration::from_secs(2));
+    // Nothing was replaced: the entries are still what they were.
+    let kind = |name: &str| std::fs::symlink_metadata(ws.path().join(name)).unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    assert!(kind("fifo").file_type().is_fifo());
+    assert!(kind("socket").file_type().is_socket());
+    assert!(kind("fifo_link").file_type().is_symlink());
+}
+
+#[test]
+fn errors_the_agent_can_cause_are_the_models_to_fix() {
+    use nix::errno::Errno;
+    // Each errno follows from something the agent can make: a socket or a pipe without
+    // reader (ENXIO), a running program (ETXTBSY), a read-only file (EACCES), a directory
+    // with too many links (EMLINK)…
+    let agents = [
+        Errno::ENXIO,
+        Errno::ETXTBSY,
+        Errno::EAGAIN,
+        Errno::EACCES,
+        Errno::EPERM,
+        Errno::ELOOP,
+        Errno::EMLINK,
+        Errno::ENOSPC,
+    ];
+    let hosts = [Errno::EIO, Errno::ENOMEM, Errno::EMFILE, Errno::EROFS];
+    let fs = |errno: Errno| Error::Fs {
+        op: "write",
+        path: "x".to_owned(),
+        source: std::io::Error::from_raw_os_error(errno as i32),
+    };
+    for errno in agents {
+        assert!(fs(errno).is_model_fixable(), "{errno}");
+    }
+    for errno in hosts {
+        assert!(!fs(errno).is_model_fixable(), "{errno}");
+    }
 }
 
 #[test]

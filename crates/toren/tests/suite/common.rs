@@ -141,8 +141,9 @@ impl Toren {
         }
     }
 
+    /// The host path of `run`'s workspace (inside the run's private directory).
     pub(crate) fn workspace(&self, run: &str) -> PathBuf {
-        self.sandbox_root().join(run)
+        toren_sandbox::workspace_path(&self.sandbox_root(), run)
     }
 }
 

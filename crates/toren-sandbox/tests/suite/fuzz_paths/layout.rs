@@ -3,8 +3,8 @@
 //!
 //! `base/p/…/p/tmp` (deep padding, so that even a long run of `..` would land in the
 //! test's own directories) holds `outside/` with canary files, `sandboxes/other_run/`
-//! (another run's workspace, also a canary) and `sandboxes/ws`, the workspace under test,
-//! full of symlinks. The snapshot records every entry under `base` except the workspace:
+//! (another run's workspace, also a canary) and `sandboxes/ws/workspace`, the workspace
+//! under test (in its run's private directory), full of symlinks. The snapshot records every entry under `base` except the workspace:
 //! kind, mode, content, link target.
 //!
 //! Building the tree takes a few milliseconds of file-system work, so a test builds it
@@ -46,10 +46,10 @@ const LINKS: &[(&str, &str)] = &[
     ("dangling_in", "sub/created_through_link.txt"),
     // Relative, leading out.
     ("esc_up", ".."),
-    ("esc_rel", "../../outside"),
-    ("esc_canary", "../../outside/canary.txt"),
-    ("esc_sibling", "../other_run/notes.txt"),
-    ("sub/esc_deep", "../../../outside"),
+    ("esc_rel", "../../../outside"),
+    ("esc_canary", "../../../outside/canary.txt"),
+    ("esc_sibling", "../../other_run/workspace/notes.txt"),
+    ("sub/esc_deep", "../../../../outside"),
     ("esc_deep", "sub/esc_deep"),
     ("chain1", "chain2"),
     ("chain2", "sub/chain3"),
@@ -59,11 +59,11 @@ const LINKS: &[(&str, &str)] = &[
     ("abs_passwd", "/etc/passwd"),
     ("abs_outside", "@TOP@/outside"),
     ("abs_canary", "@TOP@/outside/canary.txt"),
-    ("abs_in", "@TOP@/sandboxes/ws/file.txt"),
+    ("abs_in", "@TOP@/sandboxes/ws/workspace/file.txt"),
     // Dangling: a write that followed them would create a file outside.
-    ("dangling_rel", "../../outside/created_rel.txt"),
+    ("dangling_rel", "../../../outside/created_rel.txt"),
     ("dangling_abs", "@TOP@/outside/created_abs.txt"),
-    ("dangling_dir", "../../outside/newdir/created.txt"),
+    ("dangling_dir", "../../../outside/newdir/created.txt"),
     // Loops.
     ("loop_a", "loop_b"),
     ("loop_b", "loop_a"),
