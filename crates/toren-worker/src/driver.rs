@@ -16,7 +16,7 @@ use toren_store::{EventLog, Lease};
 use toren_tools::Toolkit;
 
 use crate::heartbeat::heartbeat;
-use crate::{Approver, Error, Observer, SandboxBackend, holder};
+use crate::{Approver, Error, Observer, SandboxBackend, unreplayable};
 
 /// Looks up the value of a granted environment variable.
 pub(crate) type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -71,31 +71,26 @@ impl RunDriver {
     /// Takes the run's lease: normally only when no live process holds it; a live lease
     /// whose holder is a dead process of this machine is taken over at once.
     pub async fn acquire(&self, run: &RunId) -> Result<Lease, Error> {
-        let store = &self.config.store;
-        let (holder, ttl) = (&self.config.holder, self.config.lease_ttl);
-        match store.acquire_lease(run, holder, ttl).await {
-            Err(toren_store::Error::Leased { holder: dead, .. }) if holder::is_gone(&dead) => {
-                tracing::info!(run = %run, %dead, "taking over the lease of a process that is gone");
-                Ok(store.take_over_lease(run, &dead, holder, ttl).await?)
-            }
-            other => Ok(other?),
-        }
+        let store = self.config.store.as_ref();
+        unreplayable::acquire(store, run, &self.config.holder, self.config.lease_ttl).await
     }
 
     /// Drives the run `lease` holds from its log until it ends or `cancel` fires, renewing
     /// the lease as it goes and releasing it at the end, so an interrupted run can be
     /// resumed at once.
     pub async fn drive(&self, lease: Lease, cancel: &CancellationToken) -> Result<Outcome, Error> {
-        let lost = CancellationToken::new();
+        let (stop, stopped) = tokio::sync::oneshot::channel();
         let heartbeat = tokio::spawn(heartbeat(
             Arc::clone(&self.config.store),
             lease.clone(),
             self.config.lease_ttl,
-            lost.clone(),
+            stop,
         ));
+        // When the lease is lost or about to expire unrenewed, the run's work is dropped
+        // (a running command is killed with it) before anyone else may drive the run.
         let outcome = tokio::select! {
             biased;
-            () = lost.cancelled() => Err(Error::LeaseLost { run: lease.run_id.to_string() }),
+            Ok(stop) = stopped => Err(stop.into_error(&lease)),
             outcome = self.drive_held(&lease, cancel) => outcome,
         };
         heartbeat.abort();
@@ -141,27 +136,14 @@ impl RunDriver {
     }
 
     /// A log that does not fold cannot be driven, and must not pass for a resumable run:
-    /// record the run as failed with the reason, after the last event, so that every
-    /// surface shows it.
+    /// record the run as failed with the reason, so that every surface shows it.
     async fn fail_corrupt(
         &self,
         lease: &Lease,
         events: &[toren_protocol::Event],
         error: &toren_agent::Error,
     ) -> Result<Outcome, Error> {
-        let output = format!("the run's event log cannot be replayed: {error}");
-        if events
-            .last()
-            .is_some_and(|e| e.kind.status_after().is_some_and(RunStatus::is_terminal))
-        {
-            return Err(Error::CorruptLog(error.clone()));
-        }
-        let after = events.last().map_or(0, |e| e.seq);
-        let kind = EventKind::RunFailed(RunFailed {
-            error: output.clone(),
-        });
-        self.config.store.append(lease, after, vec![kind]).await?;
-        tracing::error!(run = %lease.run_id, "{output}");
+        let output = unreplayable::record(self.config.store.as_ref(), lease, events, error).await?;
         Ok(Outcome::Ended {
             status: RunStatus::Failed,
             output,

@@ -14,9 +14,11 @@ mod driver;
 mod error;
 mod heartbeat;
 mod hooks;
+mod unreplayable;
 
 pub mod holder;
 
 pub use driver::{Outcome, RunDriver, WorkerConfig};
 pub use error::Error;
 pub use hooks::{Approver, Decision, Observer, SandboxBackend};
+pub use unreplayable::fail_if_unreplayable;

@@ -1,12 +1,12 @@
 //! `toren resume RUN`: continue a run whose process died, from its event log, under the
 //! spec and policy pinned when it was created (never today's agent file or environment).
 
-use anyhow::anyhow;
 use toren_agent::RunState;
 use toren_protocol::RunStatus;
+use toren_worker::holder;
 
 use crate::cli::ResumeArgs;
-use crate::commands::host::Host;
+use crate::commands::host::{Host, LEASE_TTL};
 use crate::commands::parse_run_id;
 use crate::exit::{FAILED, Failure};
 use crate::{printer, wiring};
@@ -16,7 +16,24 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let store = wiring::store(&settings).await?;
     let events = store.read(&run_id, 0).await.map_err(Failure::failed)?;
-    let state = RunState::from_events(&events).map_err(|e| Failure::failed(anyhow!(e)))?;
+    let state = match RunState::from_events(&events) {
+        Ok(state) => state,
+        Err(error) => {
+            // Not a run anyone can continue: record it as failed, with the reason, so that
+            // no surface goes on calling it resumable.
+            let recorded = toren_worker::fail_if_unreplayable(
+                store.as_ref(),
+                &run_id,
+                &holder::this_process(),
+                LEASE_TTL,
+            )
+            .await
+            .map_err(Failure::failed)?;
+            let reason = recorded.unwrap_or_else(|| error.to_string());
+            printer::failed(&run_id, &reason);
+            return Ok(FAILED);
+        }
+    };
     if state.status.is_terminal() {
         printer::already_ended(&state);
         return Ok(if state.status == RunStatus::Completed {

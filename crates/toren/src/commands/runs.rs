@@ -1,12 +1,12 @@
 //! `toren runs list` and `toren runs show RUN`.
 #![expect(clippy::print_stdout, reason = "runs are the command's data")]
 
-use anyhow::anyhow;
 use serde_json::json;
 use toren_agent::{Action, RunState};
 use toren_store::RunSummary;
 use toren_worker::holder;
 
+use crate::commands::host::LEASE_TTL;
 use crate::commands::parse_run_id;
 use crate::exit::Failure;
 use crate::wiring;
@@ -36,7 +36,24 @@ fn summary_json(run: &RunSummary) -> serde_json::Value {
 pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let store = wiring::store(&settings).await?;
-    let runs = store.list_runs(limit).await.map_err(Failure::failed)?;
+    let mut runs = store.list_runs(limit).await.map_err(Failure::failed)?;
+    // A run that claims to be resumable but whose log cannot be replayed is recorded as
+    // failed (with the reason) before it is listed.
+    let mut repaired = false;
+    for run in runs.iter().filter(|r| resumable(r)) {
+        let failed = toren_worker::fail_if_unreplayable(
+            store.as_ref(),
+            &run.id,
+            &holder::this_process(),
+            LEASE_TTL,
+        )
+        .await
+        .map_err(Failure::failed)?;
+        repaired |= failed.is_some();
+    }
+    if repaired {
+        runs = store.list_runs(limit).await.map_err(Failure::failed)?;
+    }
     if as_json {
         let array: Vec<_> = runs.iter().map(summary_json).collect();
         println!("{}", serde_json::Value::Array(array));
@@ -75,9 +92,24 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     let run_id = parse_run_id(run)?;
     let settings = wiring::settings()?;
     let store = wiring::store(&settings).await?;
+    let unreplayable = toren_worker::fail_if_unreplayable(
+        store.as_ref(),
+        &run_id,
+        &holder::this_process(),
+        LEASE_TTL,
+    )
+    .await
+    .map_err(Failure::failed)?;
     let summary = store.run(&run_id).await.map_err(Failure::failed)?;
     let events = store.read(&run_id, 0).await.map_err(Failure::failed)?;
-    let state = RunState::from_events(&events).map_err(|e| Failure::failed(anyhow!(e)))?;
+    let state = match RunState::from_events(&events) {
+        Ok(state) => state,
+        // Recorded as failed above; the summary and the reason are all there is to show.
+        Err(e) => {
+            let reason = unreplayable.unwrap_or_else(|| e.to_string());
+            return show_unreplayable(&summary, &reason, as_json);
+        }
+    };
     let pending = match state.next_action() {
         Action::AwaitApproval { call, command } => {
             Some(json!({"call_id": call.id, "tool": call.name, "command": command}))
@@ -139,6 +171,22 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     }
     if let Some(error) = &state.error {
         println!("error      {error}");
+    }
+    Ok(0)
+}
+
+/// `runs show` of a run whose log cannot be folded: its summary and why.
+fn show_unreplayable(summary: &RunSummary, reason: &str, as_json: bool) -> Result<u8, Failure> {
+    let shown = toren_display::visible(reason);
+    if as_json {
+        let mut object = summary_json(summary);
+        object["error"] = json!(reason);
+        println!("{}", toren_display::escape_json(&object.to_string()));
+    } else {
+        println!("run        {}", summary.id);
+        println!("agent      {}", summary.agent);
+        println!("status     {}", summary.status);
+        println!("error      {shown}");
     }
     Ok(0)
 }

@@ -69,7 +69,10 @@ fn kill_point(events: &[Event]) -> &'static str {
         }
         Ok(Action::AwaitApproval { .. }) => "while waiting for approval",
         Ok(
-            Action::RunTool { .. } | Action::RequestApproval { .. } | Action::RecordDenial { .. },
+            Action::RunTool { .. }
+            | Action::RequestApproval { .. }
+            | Action::RecordDenial { .. }
+            | Action::Refuse { .. },
         ) => "between steps (appends in flight)",
         Ok(Action::Complete { .. } | Action::Fail { .. }) => "before the final append",
         Ok(Action::Finished { .. }) => "after the end",

@@ -1,9 +1,13 @@
 mod approval;
+mod call_ids;
 mod chaos;
 mod common;
 mod config_errors;
 mod docker;
+mod leases;
 mod providers;
+mod pty;
 mod resume;
 mod scripted;
+mod terminal;
 mod trust;
