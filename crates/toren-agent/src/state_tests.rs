@@ -26,6 +26,7 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
             approval,
             env: vec![],
             limits: Default::default(),
+            workspace: None,
         }),
         input: "do it".into(),
     })

@@ -121,4 +121,9 @@ pub struct ResolvedPolicy {
     /// Pinned like the rest; runs created before limits existed get the defaults.
     #[serde(default)]
     pub limits: ResourceLimits,
+    /// The workspace's host path, chosen and created with the run: a resumed run uses
+    /// exactly this directory or refuses to start, whatever the sandbox root is today.
+    /// `None` in runs created before it was pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
 }

@@ -57,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: ResourceLimits::default(),
+        workspace: None,
     };
 
     // Container start to first output: open a run's sandbox and time its first command.

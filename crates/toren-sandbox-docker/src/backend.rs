@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bollard::Docker;
 use toren_protocol::{ResolvedPolicy, RunId};
-use toren_sandbox::{Sandbox, Workspace};
+use toren_sandbox::Sandbox;
 
 use crate::container;
 use crate::error::{Error, Result};
@@ -126,7 +126,7 @@ impl DockerBackend {
             .clone()
             .unwrap_or_else(|| self.settings.default_image.clone());
         container::check_image(&self.docker, &image, &self.settings.default_image).await?;
-        let workspace = Workspace::create(&self.settings.sandbox_root, run.as_str())?;
+        let workspace = toren_sandbox::pinned_workspace(&self.settings.sandbox_root, run, policy)?;
         let mut full_env = base_env();
         for (name, value) in env {
             full_env.retain(|(n, _)| *n != name);

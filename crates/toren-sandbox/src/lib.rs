@@ -8,6 +8,7 @@
 
 mod error;
 mod local;
+mod pinned;
 mod sandbox;
 mod workspace;
 
@@ -16,5 +17,6 @@ pub use local::{
     BwrapSpec, Enforcement, HostLayout, LimitEnforcement, LimitHit, LocalBackend, LocalSettings,
     RootEntry, SANDBOX_PATH, SHELL, SHM_SIZE, bwrap_argv, sandbox_env,
 };
+pub use pinned::pinned_workspace;
 pub use sandbox::{ExecOutput, ExecRequest, MAX_COMMAND_BYTES, Sandbox, check_command};
 pub use workspace::{EntryInfo, EntryKind, SANDBOX_WORKDIR, WORKSPACE_DIR, Workspace, workspace_path};

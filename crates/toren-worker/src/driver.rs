@@ -268,7 +268,7 @@ impl RunDriver {
         let sb = match sandbox {
             Some(sb) => Arc::clone(sb),
             None => {
-                let Some(policy) = state.policy.clone() else {
+                let Some(mut policy) = state.policy.clone() else {
                     // No sandbox, no tools: the model must be told, not obeyed.
                     let kind = EventKind::ToolCompleted(ToolCompleted {
                         call_id: call.id,
@@ -294,8 +294,20 @@ impl RunDriver {
                     .iter()
                     .filter_map(|name| (self.config.env)(name).map(|v| (name.clone(), v)))
                     .collect();
+                // Runs created before the workspace was pinned: the one already provisioned.
+                if policy.workspace.is_none() {
+                    policy.workspace = state.sandbox.as_ref().map(|s| s.workspace.clone());
+                }
                 let opened = match backend.open(&state.run_id, &policy, env).await {
                     Ok(opened) => opened,
+                    // The run's own workspace is gone: never carry on in another one, and
+                    // do not fail the run either; it goes on once the directory is back.
+                    Err(source @ toren_sandbox::Error::WorkspaceMissing { .. }) => {
+                        return Err(Error::WorkspaceMissing {
+                            run: state.run_id.to_string(),
+                            source,
+                        });
+                    }
                     Err(e) => {
                         return self
                             .fail(lease, state, format!("could not open the sandbox: {e}"))

@@ -13,6 +13,13 @@ pub enum Error {
     )]
     LeaseLost { run: String },
     #[error(
+        "could not renew the lease of run {run} ({error}), and it would have expired before \
+         the next try; this process stopped the run's work (its running command was killed) \
+         so that no process taking the run over overlaps with it. The run is kept as it is: \
+         resume it with `toren resume {run}` once the database answers again"
+    )]
+    LeaseExpiring { run: String, error: String },
+    #[error(
         "the model is unavailable ({error}); run {run} stopped and is kept as it is: resume it \
          with `toren resume {run}` when the provider is back"
     )]
@@ -25,4 +32,10 @@ pub enum Error {
         "run {run} needs a sandbox but this process has no sandbox backend; set TOREN_SANDBOX=local"
     )]
     NoSandbox { run: String },
+    #[error("run {run} cannot go on: {source}; it was left as it is")]
+    WorkspaceMissing {
+        run: String,
+        #[source]
+        source: toren_sandbox::Error,
+    },
 }

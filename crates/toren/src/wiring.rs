@@ -160,6 +160,7 @@ pub(crate) fn resolve_policy(
         approval: sandbox.approval,
         env: sandbox.env.clone(),
         limits: sandbox.limits,
+        workspace: None,
     }))
 }
 

@@ -175,6 +175,7 @@ pub(crate) fn policy() -> ResolvedPolicy {
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: ResourceLimits::default(),
+        workspace: None,
     }
 }
 

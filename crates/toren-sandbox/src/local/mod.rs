@@ -29,6 +29,7 @@ use limits::Limiter;
 
 use crate::error::{Error, Result};
 use crate::sandbox::{ExecOutput, ExecRequest, Sandbox, check_command};
+use crate::pinned::pinned_workspace;
 use crate::workspace::Workspace;
 
 /// Where `bwrap` is looked for when the settings name no path.
@@ -157,7 +158,7 @@ impl LocalBackend {
         for (name, value) in &env {
             check_env(name, value)?;
         }
-        let workspace = Workspace::create(&self.settings.sandbox_root, run_id.as_str())?;
+        let workspace = pinned_workspace(&self.settings.sandbox_root, run_id, policy)?;
         // As root, bwrap maps only uid 0 into the sandbox: a workspace owned by anyone else
         // would be read-only in there. Say so now rather than at the first failed write.
         let owner = workspace.owner_uid()?;

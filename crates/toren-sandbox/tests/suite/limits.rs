@@ -31,6 +31,7 @@ async fn fixture(limits: ResourceLimits) -> Fixture {
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits,
+        workspace: None,
     };
     let sandbox = backend
         .open(&RunId::new(), &policy, Vec::new())

@@ -33,6 +33,7 @@ async fn fixture_with(network: bool, env: Vec<(String, String)>) -> Fixture {
         approval: ApprovalPolicy::Never,
         env: env.iter().map(|(name, _)| name.clone()).collect(),
         limits: Default::default(),
+        workspace: None,
     };
     let sandbox = backend(&root)
         .open(&RunId::new(), &policy, env)
@@ -230,6 +231,7 @@ async fn invalid_granted_variables_are_refused() {
         approval: ApprovalPolicy::Always,
         env: vec!["A=B".to_owned()],
         limits: Default::default(),
+        workspace: None,
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
     let err = backend(&root)

@@ -56,6 +56,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             approval: ApprovalPolicy::Always,
             env: vec!["GITHUB_TOKEN".to_owned()],
             limits: Default::default(),
+            workspace: None,
         }),
         input: input.to_owned(),
     }

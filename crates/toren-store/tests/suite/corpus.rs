@@ -129,6 +129,7 @@ fn expected() -> Vec<Event> {
         approval: ApprovalPolicy::Always,
         env: vec![s("GITHUB_TOKEN")],
         limits: Default::default(),
+        workspace: None,
     };
     let answer = "There are 42 Rust files in the project.";
     vec![
@@ -307,6 +308,7 @@ fn expected() -> Vec<Event> {
                     approval: ApprovalPolicy::Always,
                     env: vec![],
                     limits: Default::default(),
+                    workspace: None,
                 }),
                 input: s("Free some disk space."),
             }),

@@ -33,6 +33,7 @@ impl Fixture {
             approval: ApprovalPolicy::Never,
             env: Vec::new(),
             limits: Default::default(),
+            workspace: None,
         };
         let sandbox = backend
             .open(&RunId::new(), &policy, Vec::new())

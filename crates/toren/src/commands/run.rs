@@ -2,6 +2,7 @@
 
 use anyhow::anyhow;
 use toren_protocol::{RunCreated, RunId};
+use toren_sandbox::Workspace;
 use toren_worker::holder;
 
 use crate::cli::RunArgs;
@@ -19,6 +20,19 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let host = Host::new(&agent, policy.as_ref(), &settings, store.clone()).await?;
 
     let run_id = RunId::new();
+    // The workspace is made with the run and its host path pinned in the run (I-4): a
+    // resumed run works there or nowhere, whatever TOREN_SANDBOX_ROOT says later.
+    let policy = match policy {
+        Some(mut policy) => {
+            let workspace =
+                Workspace::create(&settings.sandbox_root, run_id.as_str()).map_err(|e| {
+                    Failure::failed(anyhow!(e).context("cannot create the run's workspace"))
+                })?;
+            policy.workspace = Some(workspace.path().display().to_string());
+            Some(policy)
+        }
+        None => None,
+    };
     let created_policy = policy.clone();
     let created = RunCreated {
         agent: agent.clone(),

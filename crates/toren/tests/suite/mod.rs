@@ -5,6 +5,7 @@ mod common;
 mod config_errors;
 mod docker;
 mod leases;
+mod pinned_workspace;
 mod providers;
 mod pty;
 mod resume;
