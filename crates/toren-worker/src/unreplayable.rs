@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use toren_agent::RunState;
-use toren_protocol::{Event, EventKind, RunFailed, RunId};
+use toren_protocol::{Event, EventKind, RunFailed, RunId, RunStatus};
 use toren_store::{EventLog, Lease};
 
 use crate::{Error, holder};
@@ -24,11 +24,7 @@ pub(crate) async fn record(
     error: &toren_agent::Error,
 ) -> Result<String, Error> {
     let output = reason(error);
-    let ended = events
-        .last()
-        .and_then(|e| e.kind.status_after())
-        .is_some_and(|s| s.is_terminal());
-    if !ended {
+    if !has_ended(events) {
         let after = events.last().map_or(0, |e| e.seq);
         let kind = EventKind::RunFailed(RunFailed {
             error: output.clone(),
@@ -37,6 +33,14 @@ pub(crate) async fn record(
         tracing::error!(run = %lease.run_id, "{output}");
     }
     Ok(output)
+}
+
+/// Whether the log's last event ends the run.
+fn has_ended(events: &[Event]) -> bool {
+    events
+        .last()
+        .and_then(|e| e.kind.status_after())
+        .is_some_and(RunStatus::is_terminal)
 }
 
 /// Takes the run's lease, as a driver would: when no live process holds it, or its holder
@@ -69,11 +73,7 @@ pub async fn fail_if_unreplayable(
     let Err(error) = RunState::from_events(&events) else {
         return Ok(None);
     };
-    let ended = events
-        .last()
-        .and_then(|e| e.kind.status_after())
-        .is_some_and(|s| s.is_terminal());
-    if ended {
+    if has_ended(&events) {
         return Ok(Some(reason(&error)));
     }
     let lease = match acquire(store, run, holder, ttl).await {
