@@ -10,6 +10,7 @@
 mod bash;
 mod error;
 mod files;
+mod matching;
 mod outcome;
 mod read;
 mod specs;

@@ -1,6 +1,8 @@
 //! The `read_file` tool: a window of a text file's lines, numbered like `cat -n`, bounded
 //! in lines and bytes, with a footer saying how to read on when the window is not the whole
-//! file.
+//! file. Lines are shown without the `\r` of a CRLF line ending; a file with CRLF (or other
+//! non-LF) line endings gets a footer line saying which, so what the model reads is never
+//! silently different from the file (edit_file matches either kind of line break).
 
 use std::fmt::Write as _;
 
@@ -9,7 +11,7 @@ use toren_sandbox::Workspace;
 
 use crate::ToolSettings;
 use crate::error::Result;
-use crate::files::{blocking, decode_text, model_error, too_large_hint};
+use crate::files::{LineEndings, blocking, decode_text, model_error, too_large_hint};
 use crate::outcome::{ToolOutcome, parse_args};
 
 pub(crate) const NAME: &str = "read_file";
@@ -123,6 +125,13 @@ fn read(
         let _ = writeln!(
             out,
             "[lines longer than {MAX_LINE_BYTES} bytes were cut; use bash to see them whole]"
+        );
+    }
+    if let Some(endings) = LineEndings::of(&text).describe() {
+        let _ = writeln!(
+            out,
+            "[line endings of `{path}`: {endings}; lines are shown without the \\r of a \
+             CRLF, and edit_file matches CRLF and LF line breaks alike and keeps the file's]"
         );
     }
     // A window the model asked for is not a truncation; a limit it did not choose is.

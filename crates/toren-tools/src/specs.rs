@@ -11,8 +11,8 @@ pub(crate) fn specs(settings: &ToolSettings) -> Vec<ToolSpec> {
     vec![
         bash_spec(settings),
         read_spec(settings),
-        write_spec(),
-        edit_spec(),
+        write_spec(settings),
+        edit_spec(settings),
     ]
 }
 
@@ -61,8 +61,9 @@ fn read_spec(s: &ToolSettings) -> ToolSpec {
              number and a tab, like `cat -n`; that prefix is not part of the file, so leave it \
              out of edit_file's old_string. Returns up to {} lines from `offset` (at most {} \
              bytes); when the file goes on, a last line says which offset to pass to read on. \
-             Lines longer than {} bytes are cut. Binary files and files over {} bytes are \
-             refused: use bash for those.",
+             Lines longer than {} bytes are cut. Lines are shown without the `\\r` of CRLF \
+             line endings; a last line says when a file has line endings other than LF. \
+             Binary files and files over {} bytes are refused: use bash for those.",
             s.read_max_lines,
             s.read_max_bytes,
             read::MAX_LINE_BYTES,
@@ -92,13 +93,15 @@ fn read_spec(s: &ToolSettings) -> ToolSpec {
     }
 }
 
-fn write_spec() -> ToolSpec {
+fn write_spec(s: &ToolSettings) -> ToolSpec {
     ToolSpec {
         name: write::WRITE.to_owned(),
-        description: "Create a file in the workspace, or replace all of an existing file's \
-                      content. Missing parent directories are created. To change part of a \
-                      file, use edit_file."
-            .to_owned(),
+        description: format!(
+            "Create a file in the workspace, or replace all of an existing file's content. \
+             Missing parent directories are created. Content over {} bytes is refused. To \
+             change part of a file, use edit_file.",
+            s.file_size_limit
+        ),
         input_schema: json!({
             "type": "object",
             "properties": {
@@ -117,15 +120,18 @@ fn write_spec() -> ToolSpec {
     }
 }
 
-fn edit_spec() -> ToolSpec {
+fn edit_spec(s: &ToolSettings) -> ToolSpec {
     ToolSpec {
         name: write::EDIT.to_owned(),
-        description: "Replace exact text in a workspace file. `old_string` must match the \
-                      file exactly — whitespace, indentation and line breaks included — and, \
-                      unless `replace_all` is true, exactly once: include enough surrounding \
-                      lines to make it unique. Read the file first. To create a file, use \
-                      write_file."
-            .to_owned(),
+        description: format!(
+            "Replace exact text in a workspace file. `old_string` must match the file exactly \
+             — whitespace, indentation and line breaks included — and, unless `replace_all` \
+             is true, exactly once: include enough surrounding lines to make it unique. A \
+             line break matches CRLF or LF alike, and the file keeps its line endings. An \
+             edit that would make the file larger than {} bytes is refused. Read the file \
+             first. To create a file, use write_file.",
+            s.file_size_limit
+        ),
         input_schema: json!({
             "type": "object",
             "properties": {

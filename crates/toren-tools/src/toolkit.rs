@@ -23,7 +23,8 @@ pub struct ToolSettings {
     pub read_max_lines: usize,
     /// Bytes of text `read_file` returns at most.
     pub read_max_bytes: usize,
-    /// Files larger than this are refused by `read_file` and `edit_file`.
+    /// Files larger than this are refused by `read_file` and `edit_file`, and neither
+    /// `write_file` nor `edit_file` makes a file larger.
     pub file_size_limit: u64,
 }
 
@@ -76,7 +77,7 @@ impl Toolkit {
         match call.name.as_str() {
             bash::NAME => bash::run(&self.settings, sandbox, args).await,
             read::NAME => read::run(&self.settings, sandbox.workspace(), args).await,
-            write::WRITE => write::write_file(sandbox.workspace(), args).await,
+            write::WRITE => write::write_file(&self.settings, sandbox.workspace(), args).await,
             write::EDIT => write::edit_file(&self.settings, sandbox.workspace(), args).await,
             other => Ok(ToolOutcome::error(format!(
                 "unknown tool `{other}`; the available tools are {}",

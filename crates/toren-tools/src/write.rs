@@ -1,13 +1,18 @@
 //! The writing file tools: `write_file` (create or replace a whole file) and `edit_file`
 //! (exact string replacement, refusing ambiguous or missing matches with a message that
-//! says what to do instead).
+//! says what to do instead). Neither makes a file larger than the file tools' size limit,
+//! and an edit's result size is computed from its matches before anything is allocated, so
+//! no edit can exhaust the host's memory. Line breaks match whether CRLF or LF (read_file
+//! shows lines without their `\r`), and the file keeps its own line endings; `matching`
+//! finds the matches.
 
 use serde::Deserialize;
 use toren_sandbox::{EntryKind, Workspace};
 
 use crate::ToolSettings;
 use crate::error::Result;
-use crate::files::{blocking, decode_text, model_error, too_large_hint};
+use crate::files::{blocking, decode_text, model_error, over_limit, too_large_hint};
+use crate::matching::{Edit, Found};
 use crate::outcome::{ToolOutcome, parse_args};
 
 pub(crate) const WRITE: &str = "write_file";
@@ -35,6 +40,7 @@ struct EditArgs {
 }
 
 pub(crate) async fn write_file(
+    settings: &ToolSettings,
     workspace: &Workspace,
     args: &serde_json::Value,
 ) -> Result<ToolOutcome> {
@@ -42,6 +48,15 @@ pub(crate) async fn write_file(
         Ok(args) => args,
         Err(message) => return Ok(ToolOutcome::error(message)),
     };
+    let size = u64::try_from(args.content.len()).unwrap_or(u64::MAX);
+    if size > settings.file_size_limit {
+        return Ok(over_limit(
+            &args.path,
+            "`content` would make",
+            size,
+            settings.file_size_limit,
+        ));
+    }
     blocking(WRITE, workspace, move |ws| {
         let existed = matches!(ws.metadata(&args.path), Ok(info) if info.kind == EntryKind::File);
         if let Err(err) = ws.write(&args.path, args.content.as_bytes()) {
@@ -97,37 +112,63 @@ fn edit(ws: &Workspace, limit: u64, args: &EditArgs) -> Result<ToolOutcome, tore
         Err(outcome) => return Ok(outcome),
     };
     let old = args.old_string.as_str();
-    let matches = text.matches(old).count();
-    if matches == 0 {
-        let mut message = format!(
-            "`old_string` was not found in `{path}`; it must match the file exactly, including \
-             whitespace, indentation and line breaks. Use read_file to see the current text."
-        );
-        if has_line_number_prefix(old) {
-            message.push_str(
-                " Leave out the line numbers read_file shows at the start of each line; they \
-                 are not part of the file.",
-            );
+    let edit = match Edit::find(&text, old, &args.new_string) {
+        Found::Matches(edit) => edit,
+        Found::OnlyIgnoringLineEndings { file } => {
+            return Ok(ToolOutcome::error(format!(
+                "`old_string` was not found in `{path}`, but it would match if line endings \
+                 were ignored: the file uses {file} line endings, and edit_file matches \
+                 CRLF (\\r\\n) and LF (\\n) alike but not a lone CR (\\r). Use bash (e.g. \
+                 `sed`) for this edit, or rewrite the file with write_file."
+            )));
         }
-        return Ok(ToolOutcome::error(message));
-    }
+        Found::Nothing => {
+            let mut message = format!(
+                "`old_string` was not found in `{path}`; it must match the file exactly, \
+                 including whitespace, indentation and line breaks. Use read_file to see the \
+                 current text."
+            );
+            if has_line_number_prefix(old) {
+                message.push_str(
+                    " Leave out the line numbers read_file shows at the start of each line; \
+                     they are not part of the file.",
+                );
+            }
+            return Ok(ToolOutcome::error(message));
+        }
+    };
+    let matches = edit.count();
     if matches > 1 && !args.replace_all {
         return Ok(ToolOutcome::error(format!(
             "`old_string` occurs {matches} times in `{path}`; include more of the surrounding \
              lines to make it unique, or set `replace_all` to true to replace every occurrence"
         )));
     }
-    let first_line = text
-        .find(old)
-        .map_or(1, |at| text[..at].matches('\n').count() + 1);
-    let edited = text.replace(old, &args.new_string);
+    // The size of the result, from the matches alone, before it is built.
+    let size = edit.result_len();
+    if size > limit {
+        return Ok(over_limit(
+            path,
+            &format!("replacing {matches} occurrence(s) would make"),
+            size,
+            limit,
+        ));
+    }
+    let first_line = edit.first_line();
+    let note = edit
+        .line_endings_note()
+        .map(|note| format!(" ({note})"))
+        .unwrap_or_default();
+    let edited = edit.apply();
     if let Err(err) = ws.write(path, edited.as_bytes()) {
         return model_error(err, |_| None);
     }
     Ok(ToolOutcome::success(if matches == 1 {
-        format!("edited `{path}`: replaced 1 occurrence at line {first_line}")
+        format!("edited `{path}`: replaced 1 occurrence at line {first_line}{note}")
     } else {
-        format!("edited `{path}`: replaced {matches} occurrences (the first at line {first_line})")
+        format!(
+            "edited `{path}`: replaced {matches} occurrences (the first at line {first_line}){note}"
+        )
     }))
 }
 

@@ -30,9 +30,14 @@ async fn read_file_numbers_lines() {
         f.call("read_file", json!({"path": "a.txt"})).await,
         ok(&numbered(&[(1, "alpha"), (2, "beta")]))
     );
+    let mut want = numbered(&[(1, "one"), (2, "two")]);
+    want.push_str(
+        "[line endings of `crlf.txt`: CRLF (\\r\\n); lines are shown without the \\r of a \
+         CRLF, and edit_file matches CRLF and LF line breaks alike and keeps the file's]\n",
+    );
     assert_eq!(
         f.call("read_file", json!({"path": "crlf.txt"})).await,
-        ok(&numbered(&[(1, "one"), (2, "two")]))
+        ok(&want)
     );
     assert_eq!(
         f.call("read_file", json!({"path": "empty.txt"})).await,

@@ -1,4 +1,7 @@
 mod bash;
 mod common;
 mod files;
+mod line_endings;
+mod size_limits;
+mod special_files;
 mod toolkit;
