@@ -282,3 +282,64 @@ fn a_resume_that_cannot_honour_the_pinned_backend_fails_and_keeps_the_run() {
     assert!(listed_resumable(&toren), "the run is left resumable");
     assert_eq!(toren.show(&run)["status"], "awaiting_approval");
 }
+
+const KILLS_ITS_WORKER: &str = r#"
+turns:
+  - tool_calls:
+      - bash: {command: "echo start >> starts.txt; sleep 60"}
+  - text: "went on"
+"#;
+
+/// A tool call whose process keeps dying (here: killed each time it runs) is given up after
+/// `MAX_TOOL_ATTEMPTS` starts, recorded in the log, instead of crash-looping on resume.
+#[test]
+fn a_call_that_keeps_killing_its_worker_is_given_up_after_three_attempts() {
+    let toren = Toren::new();
+    toren.file("s.yaml", KILLS_ITS_WORKER);
+    toren.agent(
+        "k",
+        "name: k\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let mut child = toren.spawn(&["run", "k", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "running");
+    let starts = toren.workspace(&run).join("starts.txt");
+    for attempt in 1..=3 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            < attempt
+        {
+            assert!(Instant::now() < deadline, "attempt {attempt} never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill9(&mut child);
+        if attempt < 3 {
+            child = toren.spawn(&["resume", &run]);
+        }
+    }
+    let out = toren.run(&["resume", &run]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "went on\n");
+    assert_eq!(
+        read(&starts),
+        "start\nstart\nstart\n",
+        "not run a fourth time"
+    );
+    let events = toren.events(&run);
+    assert_eq!(count(&events, "tool_started"), 3);
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap();
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("started 3 times and never completed"),
+        "{result}"
+    );
+}
