@@ -9,7 +9,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::harness::{self, bash, processes_with};
 use super::{Backend, report};
@@ -148,4 +148,103 @@ pub(crate) fn suite(backend: &Backend) {
     assert_eq!(harness::gone(&ws, Duration::from_secs(2)), vec![]);
     count += 1;
     report(backend, "approval", count);
+}
+
+/// What a human approves is exactly what runs (I-11): bash arguments in every encoding a
+/// model or provider may send are decoded once, by the code the tool uses, and the command
+/// the approval shows is the one whose effect appears; arguments that do not decode are
+/// refused without a prompt and run nothing.
+pub(crate) fn shown_is_what_runs(backend: &Backend) {
+    // (arguments, the command that must be shown and run; None: refused, nothing runs)
+    let probes: Vec<(Value, Option<&str>)> = vec![
+        (
+            json!({"command": "echo a > f1.txt"}),
+            Some("echo a > f1.txt"),
+        ),
+        (
+            json!(r#"{"command": "echo b > f2.txt"}"#),
+            Some("echo b > f2.txt"),
+        ),
+        (
+            json!(r#"{"command": "\u0065\u0063\u0068\u006f c > f3.txt"}"#),
+            Some("echo c > f3.txt"),
+        ),
+        (
+            json!(r#"{"command": "echo d > f4.txt", "timeout_secs": 5}"#),
+            Some("echo d > f4.txt"),
+        ),
+        (
+            json!(r#"{"command": "echo e \u003e f5.txt\necho e2 \u003e f5b.txt"}"#),
+            Some("echo e > f5.txt\necho e2 > f5b.txt"),
+        ),
+        // Duplicate keys: whichever one decoding keeps is both shown and run.
+        (
+            json!(r#"{"command": "echo x > f6x.txt", "command": "echo y > f6.txt"}"#),
+            Some("echo y > f6.txt"),
+        ),
+        (json!(r#""echo g > f7.txt""#), None),
+        (json!({"cmd": "echo h > f8.txt"}), None),
+        (json!({"command": "echo i > f9.txt", "sudo": true}), None),
+        (json!(r#"{"command": "echo j > f10.txt"} trailing"#), None),
+        (json!({"command": ["echo", "k > f11.txt"]}), None),
+        (json!(r#"[{"command": "echo l > f12.txt"}]"#), None),
+    ];
+    let calls: Vec<Vec<harness::Call>> = probes
+        .iter()
+        .map(|(args, _)| vec![harness::call("bash", args.clone())])
+        .collect();
+    let toren = harness::toren_for(backend);
+    harness::agent(&toren, "encoded", "  approval: always\n", &calls);
+    let mut child = toren.spawn(&["run", "encoded", "--input", "probe"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    let ws = toren.workspace(&run);
+
+    let mut expected_files: Vec<String> = Vec::new();
+    for (index, (args, shown)) in probes.iter().enumerate() {
+        let call = format!("call_{}", index + 1);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let events = toren.events(&run);
+            if has(&events, "tool_completed", &call) {
+                assert_eq!(*shown, None, "{args}: completed without an approval");
+                assert!(!has(&events, "tool_started", &call), "{args}: it ran");
+                assert!(!has(&events, "approval_requested", &call), "{args}");
+                break;
+            }
+            if has(&events, "approval_requested", &call) {
+                let request = events
+                    .iter()
+                    .find(|e| e["type"] == "approval_requested" && e["call_id"] == call)
+                    .unwrap();
+                assert_eq!(request["command"].as_str(), *shown, "{args}");
+                let out = toren.run(&["approve", &run, &call]);
+                assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+                for line in shown.unwrap().lines() {
+                    let file = line.rsplit("> ").next().unwrap().to_owned();
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    while !ws.join(&file).exists() {
+                        assert!(Instant::now() < deadline, "{args}: `{file}` never appeared");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    expected_files.push(file);
+                }
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{args}: neither asked nor answered"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut made: Vec<String> = std::fs::read_dir(&ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    made.sort();
+    expected_files.sort();
+    assert_eq!(made, expected_files, "exactly the approved commands ran");
+    report(backend, "approval (shown is what runs)", probes.len());
 }

@@ -16,6 +16,7 @@ mod network;
 mod paths;
 mod runaway;
 mod secrets;
+mod spoofing;
 
 /// A sandbox backend under test.
 pub(crate) struct Backend {
@@ -111,6 +112,16 @@ fn local_approval() {
 }
 
 #[test]
+fn local_approval_shown_is_what_runs() {
+    approval::shown_is_what_runs(&LOCAL);
+}
+
+#[test]
+fn local_spoofing() {
+    spoofing::suite(&LOCAL);
+}
+
+#[test]
 fn docker_secrets() {
     secrets::suite(&DOCKER);
 }
@@ -143,4 +154,14 @@ fn docker_bad_input() {
 #[test]
 fn docker_approval() {
     approval::suite(&DOCKER);
+}
+
+#[test]
+fn docker_approval_shown_is_what_runs() {
+    approval::shown_is_what_runs(&DOCKER);
+}
+
+#[test]
+fn docker_spoofing() {
+    spoofing::suite(&DOCKER);
 }
