@@ -1,0 +1,333 @@
+//! A worker that cannot renew its lease must stop the run's work before the lease can
+//! expire: the running command is killed (nothing of it left on the host) and the driver
+//! stops with [`Error::LeaseExpiring`], instead of running on beside a process that may
+//! take the run over. The store is real SQLite, wrapped so that renewing fails or hangs;
+//! the command runs in the real bubblewrap sandbox.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+use toren_model::scripted::{Script, ScriptedProvider};
+use toren_protocol::{
+    AgentSpec, ApprovalDecided, ApprovalPolicy, Event, EventKind, ResolvedPolicy, RunCreated,
+    RunId, RunStatus, SandboxSpec,
+};
+use toren_sandbox::{LocalBackend, LocalSettings, Sandbox};
+use toren_store::{EventLog, Lease, RunSummary, SqliteStore};
+use toren_tools::{ToolSettings, Toolkit};
+use toren_worker::{Error, Outcome, RunDriver, SandboxBackend, WorkerConfig, holder};
+
+/// What `renew_lease` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Renew {
+    /// Fails every time with a database error (not `LeaseLost`).
+    Fails,
+    /// Never answers.
+    Hangs,
+    /// Fails once, then works.
+    FailsOnce,
+}
+
+/// The real store, except for renewing the lease.
+struct FlakyRenewals {
+    inner: SqliteStore,
+    renew: Renew,
+    attempts: Mutex<u32>,
+}
+
+fn database_busy() -> toren_store::Error {
+    toren_store::Error::Lock {
+        path: "toren.db".into(),
+        source: std::io::Error::other("database is locked"),
+    }
+}
+
+#[async_trait]
+impl EventLog for FlakyRenewals {
+    async fn create_run(
+        &self,
+        run_id: &RunId,
+        created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> toren_store::Result<(Event, Lease)> {
+        self.inner.create_run(run_id, created, holder, ttl).await
+    }
+
+    async fn append(
+        &self,
+        lease: &Lease,
+        after_seq: u64,
+        kinds: Vec<EventKind>,
+    ) -> toren_store::Result<Vec<Event>> {
+        self.inner.append(lease, after_seq, kinds).await
+    }
+
+    async fn read(&self, run_id: &RunId, after_seq: u64) -> toren_store::Result<Vec<Event>> {
+        self.inner.read(run_id, after_seq).await
+    }
+
+    async fn run(&self, run_id: &RunId) -> toren_store::Result<RunSummary> {
+        self.inner.run(run_id).await
+    }
+
+    async fn list_runs(&self, limit: u32) -> toren_store::Result<Vec<RunSummary>> {
+        self.inner.list_runs(limit).await
+    }
+
+    async fn decide_approval(
+        &self,
+        run_id: &RunId,
+        decision: ApprovalDecided,
+    ) -> toren_store::Result<Event> {
+        self.inner.decide_approval(run_id, decision).await
+    }
+
+    async fn acquire_lease(
+        &self,
+        run_id: &RunId,
+        holder: &str,
+        ttl: Duration,
+    ) -> toren_store::Result<Lease> {
+        self.inner.acquire_lease(run_id, holder, ttl).await
+    }
+
+    async fn take_over_lease(
+        &self,
+        run_id: &RunId,
+        dead_holder: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> toren_store::Result<Lease> {
+        self.inner
+            .take_over_lease(run_id, dead_holder, holder, ttl)
+            .await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> toren_store::Result<Lease> {
+        let attempt = {
+            let mut attempts = self.attempts.lock().unwrap();
+            *attempts += 1;
+            *attempts
+        };
+        match self.renew {
+            Renew::Fails => Err(database_busy()),
+            Renew::Hangs => std::future::pending().await,
+            Renew::FailsOnce if attempt == 1 => Err(database_busy()),
+            Renew::FailsOnce => self.inner.renew_lease(lease, ttl).await,
+        }
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> toren_store::Result<()> {
+        self.inner.release_lease(lease).await
+    }
+}
+
+/// The bubblewrap backend behind the worker's seam.
+struct Local(LocalBackend);
+
+#[async_trait]
+impl SandboxBackend for Local {
+    fn name(&self) -> &'static str {
+        LocalBackend::NAME
+    }
+
+    async fn open(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error> {
+        self.0.open(run, policy, env).await
+    }
+}
+
+/// A run with one bash call, created in a fresh store whose renewals behave as `renew`.
+struct Fixture {
+    _dir: TempDir,
+    store: Arc<FlakyRenewals>,
+    driver: RunDriver,
+    run: RunId,
+    lease: Lease,
+}
+
+async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("toren.db").display());
+    let store = Arc::new(FlakyRenewals {
+        inner: SqliteStore::open(&url).await.unwrap(),
+        renew,
+        attempts: Mutex::new(0),
+    });
+    let script = format!(
+        "turns:\n  - tool_calls:\n      - bash: {{command: {}}}\n  - text: finished\n",
+        serde_json::to_string(command).unwrap()
+    );
+    let path = dir.path().join("script.yaml");
+    let model = ScriptedProvider::new(Script::parse(&script, &path).unwrap(), path);
+    let sandbox = LocalBackend::new(LocalSettings {
+        sandbox_root: dir.path().join("sandboxes"),
+        bwrap: None,
+    });
+    sandbox.check().unwrap();
+    let policy = ResolvedPolicy {
+        backend: LocalBackend::NAME.to_owned(),
+        image: None,
+        network: false,
+        approval: ApprovalPolicy::Never,
+        env: Vec::new(),
+        limits: Default::default(),
+        workspace: None,
+    };
+    let created = RunCreated {
+        agent: AgentSpec {
+            name: "a".into(),
+            model: "scripted/script.yaml".into(),
+            instructions: None,
+            sandbox: Some(SandboxSpec {
+                image: None,
+                network: false,
+                approval: ApprovalPolicy::Never,
+                env: Vec::new(),
+                limits: Default::default(),
+            }),
+            max_turns: 10,
+            source: None,
+        },
+        policy: Some(policy),
+        input: "go".into(),
+    };
+    let run = RunId::new();
+    let holder = holder::this_process();
+    let (_, lease) = store.create_run(&run, created, &holder, ttl).await.unwrap();
+    let driver = RunDriver::new(WorkerConfig {
+        store: store.clone(),
+        model: Arc::new(model),
+        sandbox: Some(Arc::new(Local(sandbox))),
+        toolkit: Toolkit::new(ToolSettings::default()),
+        env: Arc::new(|_: &str| None),
+        observer: Arc::new(NoObserver),
+        approver: None,
+        max_tokens: 1024,
+        approval_poll: Duration::from_millis(50),
+        holder,
+        lease_ttl: ttl,
+    });
+    Fixture {
+        _dir: dir,
+        store,
+        driver,
+        run,
+        lease,
+    }
+}
+
+struct NoObserver;
+impl toren_worker::Observer for NoObserver {}
+
+/// Pids of the host's processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn types(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.kind.name()).collect()
+}
+
+async fn cannot_renew(renew: Renew, marker: &str) {
+    let ttl = Duration::from_secs(3);
+    let f = fixture(renew, ttl, &format!("touch started; sleep {marker}")).await;
+    let started = Instant::now();
+    let cancel = CancellationToken::new();
+    let drive = f.driver.drive(f.lease.clone(), &cancel);
+    // Before the lease's expiry the driver must have given up; allow the test a margin.
+    let outcome = tokio::time::timeout(ttl * 2, drive)
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{renew:?}: the worker kept driving the run for {:?} although it could not \
+             renew its lease (ttl {ttl:?}); its command still runs: {:?}",
+                started.elapsed(),
+                processes_with(marker)
+            )
+        });
+    let Err(Error::LeaseExpiring { run, error }) = outcome else {
+        panic!("{renew:?}: {outcome:?}");
+    };
+    assert_eq!(run, f.run.to_string());
+    assert!(!error.is_empty());
+    // The command is gone (bwrap, bash, sleep), and that before anyone could take over.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_with(marker).is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", processes_with(marker));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        jiff::Timestamp::now() < f.lease.expires_at,
+        "{renew:?}: stopped only at {:?}, the lease expired at {}",
+        started.elapsed(),
+        f.lease.expires_at
+    );
+    assert!(*f.store.attempts.lock().unwrap() >= 1);
+    // The command had started, and nothing was written after it: the run is kept as it is.
+    let events = f.store.read(&f.run, 0).await.unwrap();
+    assert_eq!(
+        types(&events),
+        [
+            "run_created",
+            "model_responded",
+            "sandbox_provisioned",
+            "tool_started"
+        ]
+    );
+    let EventKind::SandboxProvisioned(sandbox) = &events[2].kind else {
+        unreachable!()
+    };
+    assert!(Path::new(&sandbox.workspace).join("started").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_renewal_stops_the_work_before_the_lease_expires() {
+    cannot_renew(Renew::Fails, "31415").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hanging_renewal_stops_the_work_before_the_lease_expires() {
+    cannot_renew(Renew::Hangs, "27182").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_renewal_that_fails_once_lets_the_run_go_on() {
+    // The command outlives the first lease by far; renewing works from the second try on.
+    let ttl = Duration::from_millis(900);
+    let f = fixture(Renew::FailsOnce, ttl, "sleep 2; echo done").await;
+    let outcome = f
+        .driver
+        .drive(f.lease.clone(), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Outcome::Ended {
+            status: RunStatus::Completed,
+            output: "finished".into()
+        }
+    );
+    assert!(*f.store.attempts.lock().unwrap() > 2);
+}

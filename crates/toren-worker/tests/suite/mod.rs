@@ -1,0 +1,2 @@
+mod conflicts;
+mod lease_renewal;
