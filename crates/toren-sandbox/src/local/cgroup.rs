@@ -204,25 +204,53 @@ fn usable(parent: &Parent, controller: Controller) -> bool {
     false
 }
 
-/// Removes empty per-call cgroups left by Toren processes that no longer exist.
+/// Removes empty per-call cgroups left by Toren processes that no longer exist. A name
+/// holds its creator's PID namespace (`toren-PID-NS-N`): only a process of that namespace
+/// can tell whether the pid still runs, so others' are left alone. (Names of older
+/// versions, `toren-PID-N`, and probes are judged by the pid alone; removing a cgroup that
+/// still holds processes fails, harmlessly.)
 fn remove_stale(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
+    let own_ns = pid_namespace();
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("toren-"))
-            .and_then(|n| n.split('-').next())
-        else {
+        let Some(parts) = name.to_str().and_then(|n| n.strip_prefix("toren-")) else {
             continue;
         };
-        if !Path::new("/proc").join(pid).exists() {
-            // Fails, harmlessly, if something still runs in it.
+        let parts: Vec<&str> = parts.split('-').collect();
+        let gone = match parts.as_slice() {
+            [pid, ns, _] => {
+                *ns == own_ns
+                    && own_ns != "unknown"
+                    && pid.parse().is_ok_and(|pid| {
+                        kill(Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)
+                    })
+            }
+            [pid, ..] => !Path::new("/proc").join(pid).exists(),
+            [] => false,
+        };
+        if gone {
             let _ = fs::remove_dir(entry.path());
         }
     }
+}
+
+/// The inode of this process's PID namespace (`/proc/self/ns/pid` reads
+/// `pid:[4026531836]`), or `unknown`.
+fn pid_namespace() -> String {
+    fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|link| {
+            let link = link.to_string_lossy().into_owned();
+            let inode = link.strip_prefix("pid:[")?.strip_suffix(']')?;
+            inode
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| inode.to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// One command's cgroups (one per hierarchy in use), limits written.
@@ -241,11 +269,30 @@ impl CallCgroup {
         pids: u32,
         memory: u64,
     ) -> io::Result<(Self, Vec<File>)> {
-        let name = format!(
-            "toren-{}-{}",
-            std::process::id(),
-            NEXT_CALL.fetch_add(1, Ordering::Relaxed)
-        );
+        // Unique among live processes: Toren processes in other PID namespaces (containers,
+        // `unshare`) may have the same pid. A name already taken is a leftover of a killed
+        // process that had our pid: skip it.
+        let pid_ns = pid_namespace();
+        for _ in 0..100 {
+            let n = NEXT_CALL.fetch_add(1, Ordering::Relaxed);
+            let name = format!("toren-{}-{pid_ns}-{n}", std::process::id());
+            match Self::create_named(&name, cgroups, pids, memory) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                other => return other,
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "every per-call cgroup name tried was taken",
+        ))
+    }
+
+    fn create_named(
+        name: &str,
+        cgroups: &Cgroups,
+        pids: u32,
+        memory: u64,
+    ) -> io::Result<(Self, Vec<File>)> {
         let mut call = Self { dirs: Vec::new() };
         let mut wanted: Vec<(&Parent, Controller)> = Vec::new();
         if let Some(parent) = &cgroups.pids {
@@ -255,7 +302,7 @@ impl CallCgroup {
             wanted.push((parent, Controller::Memory));
         }
         for (parent, controller) in wanted {
-            let dir = parent.dir.join(&name);
+            let dir = parent.dir.join(name);
             if !call.dirs.iter().any(|(_, d)| *d == dir) {
                 fs::create_dir(&dir)?;
                 call.dirs.push((parent.version, dir.clone()));

@@ -1,5 +1,6 @@
 //! Unit tests of `cgroup`: finding candidate cgroups from `/proc/self/cgroup` and
-//! `/proc/self/mountinfo` texts.
+//! `/proc/self/mountinfo` texts, and (where a cgroup is writable) per-call names that no
+//! process of another PID namespace, nor a leftover, can collide with.
 
 use super::*;
 
@@ -59,4 +60,56 @@ fn no_cgroup_mounts_means_no_candidates() {
     let own = "0::/\n";
     let mounts = "22 1 0:21 / /proc rw - proc proc rw\n";
     assert_eq!(candidates(own, mounts), vec![]);
+}
+
+/// A writable parent cgroup of this host, if there is one.
+fn writable_parent() -> Option<PathBuf> {
+    let cgroups = Cgroups::probe();
+    let parent = cgroups.pids.or(cgroups.memory)?;
+    Some(parent.dir)
+}
+
+#[test]
+fn a_name_left_by_a_killed_process_with_our_pid_is_skipped() {
+    let Some(dir) = writable_parent() else {
+        println!("not applicable here: no writable cgroup");
+        return;
+    };
+    // What a killed process with our pid (in another PID namespace, or earlier) left.
+    let next = NEXT_CALL.load(Ordering::Relaxed);
+    let taken = dir.join(format!(
+        "toren-{}-{}-{next}",
+        std::process::id(),
+        pid_namespace()
+    ));
+    fs::create_dir(&taken).unwrap();
+    let created = CallCgroup::create(&Cgroups::probe(), 16, 64 << 20);
+    let _ = fs::remove_dir(&taken);
+    let (call, _procs) = created.unwrap();
+    assert!(call.dirs.iter().all(|(_, d)| *d != taken), "{call:?}");
+}
+
+#[test]
+fn stale_cgroups_of_other_pid_namespaces_are_left_alone() {
+    let Some(dir) = writable_parent() else {
+        println!("not applicable here: no writable cgroup");
+        return;
+    };
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let own = dir.join(format!("toren-{dead}-{}-1", pid_namespace()));
+    let foreign = dir.join(format!("toren-{dead}-4026599999-1"));
+    for d in [&own, &foreign] {
+        fs::create_dir(d).unwrap();
+    }
+    remove_stale(&dir);
+    let (own_left, foreign_left) = (own.exists(), foreign.exists());
+    let _ = fs::remove_dir(&foreign);
+    let _ = fs::remove_dir(&own);
+    assert!(!own_left, "a dead process of our namespace: removed");
+    assert!(
+        foreign_left,
+        "pid {dead} may live in its own namespace: kept"
+    );
 }
