@@ -15,6 +15,11 @@
 //! - Foreign keys on; migrations (`migrations/sqlite`) embedded and applied on open.
 //!
 //! - Times (event `at`, lease expiry) come from the store's [`Clock`], read once per call.
+//! - Private files: the log holds everything the agent saw, so the database is created mode
+//!   0600 (SQLite gives its `-wal` and `-shm` files the database's mode) and missing parent
+//!   directories 0700. An existing database, `-wal` or `-shm` that others may read is
+//!   tightened to 0600 when Toren's user owns it, with a warning; otherwise only warned
+//!   about.
 //!
 //! Each event row stores the whole [`Event`](toren_protocol::Event) as JSON (serde of
 //! `toren_protocol::Event`, the versioned format); the other columns repeat parts of it for
@@ -27,6 +32,7 @@ mod log;
 mod rows;
 mod state;
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,8 +66,10 @@ impl SqliteStore {
     pub async fn open(url: &str) -> Result<Self> {
         let path = parse_url(url)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(dir)
-                .await
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(PRIVATE_DIR)
+                .create(dir)
                 .map_err(|source| Error::CreateDir {
                     path: dir.to_owned(),
                     source,
@@ -80,6 +88,9 @@ impl SqliteStore {
         // on the file (flock, which SQLite's own POSIX locks do not see) held from the first
         // connection to the last migration makes openers take turns.
         let lock = lock_file(&path).await?;
+        for file in [path.clone(), sidecar(&path, "-wal"), sidecar(&path, "-shm")] {
+            keep_private(&file);
+        }
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options)
@@ -157,8 +168,48 @@ fn parse_url(url: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(rest))
 }
 
-/// Holds an exclusive `flock` on the database file (created empty if missing, which SQLite
-/// takes as an empty database) until dropped.
+/// The mode of the database file: only its owner may read it.
+const PRIVATE_FILE: u32 = 0o600;
+/// The mode of directories the store creates.
+const PRIVATE_DIR: u32 = 0o700;
+
+/// `path` with `suffix` appended to its file name (SQLite's `-wal` and `-shm` files).
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Makes an existing `file` mode 0600 if others may read or write it and Toren's user owns
+/// it; warns when it cannot.
+fn keep_private(file: &Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(meta) = std::fs::metadata(file) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 == 0 {
+        return;
+    }
+    let mine = nix::unistd::geteuid().as_raw() == meta.uid();
+    let tightened = mine
+        && std::fs::set_permissions(file, std::fs::Permissions::from_mode(PRIVATE_FILE)).is_ok();
+    if tightened {
+        tracing::warn!(
+            path = %file.display(),
+            "the event log was readable by others (mode {mode:o}); made it private (0600)"
+        );
+    } else {
+        tracing::warn!(
+            path = %file.display(),
+            "the event log is readable by others (mode {mode:o}) and Toren cannot change \
+             that; it holds everything the agents saw: `chmod 600` it"
+        );
+    }
+}
+
+/// Holds an exclusive `flock` on the database file (created empty, mode 0600, if missing,
+/// which SQLite takes as an empty database) until dropped.
 async fn lock_file(path: &Path) -> Result<std::fs::File> {
     let owned = path.to_owned();
     let locked = tokio::task::spawn_blocking(move || {
@@ -167,6 +218,7 @@ async fn lock_file(path: &Path) -> Result<std::fs::File> {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(PRIVATE_FILE)
             .open(&owned)?;
         file.lock()?;
         Ok::<_, std::io::Error>(file)
@@ -182,7 +234,50 @@ async fn lock_file(path: &Path) -> Result<std::fs::File> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[tokio::test]
+    async fn the_database_and_its_directories_are_private() {
+        let base = tempfile::tempdir().unwrap();
+        let home = base.path().join("home/.toren");
+        let db = home.join("toren.db");
+        let store = SqliteStore::open(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        // A write, so that SQLite has made its `-wal` and `-shm` files.
+        sqlx::query("CREATE TABLE probe (x)")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        for file in [db.clone(), sidecar(&db, "-wal"), sidecar(&db, "-shm")] {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+        assert_eq!(mode(&home), 0o700);
+        assert_eq!(mode(&base.path().join("home")), 0o700);
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_database_others_can_read_is_made_private() {
+        let base = tempfile::tempdir().unwrap();
+        let db = base.path().join("toren.db");
+        let first = SqliteStore::open(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        first.close().await;
+        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let again = SqliteStore::open(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        assert_eq!(mode(&db), 0o600);
+        again.close().await;
+    }
 
     #[test]
     fn urls_name_a_file() {

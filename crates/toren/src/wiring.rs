@@ -26,14 +26,34 @@ pub(crate) fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// Opens the event log named by `TOREN_DATABASE_URL`.
+/// Opens the event log named by `TOREN_DATABASE_URL`. The store creates missing
+/// directories (`TOREN_HOME` for the default database) mode 0700 and the database 0600; an
+/// existing `TOREN_HOME` that others may enter is the operator's to tighten, so it is only
+/// warned about (its database and workspaces are private either way).
 pub(crate) async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Failure> {
+    warn_if_shared(&settings.home);
     let store = SqliteStore::open(settings.database_url.expose())
         .await
         .map_err(|e| {
             Failure::usage(anyhow!(e).context("cannot open the event log (TOREN_DATABASE_URL)"))
         })?;
     Ok(Arc::new(store))
+}
+
+/// Warns when others may enter `home`.
+fn warn_if_shared(home: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(home) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        tracing::warn!(
+            "TOREN_HOME `{}` is open to other users (mode {mode:o}); Toren keeps its database \
+             and workspaces private inside it; `chmod 700` it so that others cannot even list it",
+            home.display()
+        );
+    }
 }
 
 /// A sandbox backend ready for the worker, and the docker client when it is docker (for

@@ -1,6 +1,7 @@
 //! Bad input to tools: arguments of the wrong type or shape, missing and unknown fields,
-//! unknown tools, huge arguments. Each comes back to the model as a clear tool error and the
-//! run goes on to its end.
+//! unknown tools, huge arguments (a command over its limit, a file over the file tools'
+//! limit). Each comes back to the model as a clear tool error and the run goes on to its
+//! end.
 
 use serde_json::json;
 
@@ -69,6 +70,14 @@ fn probes() -> Vec<(Call, &'static str)> {
             ),
             "does not exist",
         ),
+        // Content over the file tools' limit (10 MiB) is refused, not written.
+        (
+            call(
+                "write_file",
+                json!({"path": "huge.txt", "content": "z".repeat(10 * 1024 * 1024 + 1)}),
+            ),
+            "`content` would make `huge.txt` 10485761 bytes, more than the limit of 10485760",
+        ),
     ]
 }
 
@@ -104,6 +113,7 @@ pub(crate) fn suite(backend: &Backend) {
             .len(),
         5_000_000
     );
+    assert!(!toren.workspace(&ran.run).join("huge.txt").exists());
     count += 1;
     report(backend, "bad-input", count);
 }

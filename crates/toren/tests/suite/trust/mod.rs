@@ -11,6 +11,7 @@
 
 mod approval;
 mod bad_input;
+mod hardening;
 mod harness;
 mod network;
 mod paths;
@@ -42,6 +43,13 @@ pub(crate) const DOCKER: Backend = Backend {
             "no resolver configuration",
             "docker writes /etc/resolv.conf into every container, even with network none; \
              name resolution itself still fails (the `name resolution` probe)",
+        ),
+        (
+            "workspace mounted nosuid",
+            "docker's API cannot mount a bind nosuid,nodev (`Binds` refuses the options, and a \
+             local-driver volume binds without them); in the container no-new-privileges and \
+             no capabilities keep set-uid programs from gaining anything and no device node \
+             can be made (both probed), and the run's private directory keeps other users out",
         ),
         (
             "host loopback with network",
@@ -102,6 +110,16 @@ fn local_runaway_disk_fill() {
 }
 
 #[test]
+fn local_runaway_edit_bomb() {
+    runaway::edit_bomb(&LOCAL);
+}
+
+#[test]
+fn local_hardening() {
+    hardening::suite(&LOCAL);
+}
+
+#[test]
 fn local_bad_input() {
     bad_input::suite(&LOCAL);
 }
@@ -144,6 +162,16 @@ fn docker_runaway() {
 #[test]
 fn docker_runaway_disk_fill() {
     runaway::disk_fill(&DOCKER);
+}
+
+#[test]
+fn docker_runaway_edit_bomb() {
+    runaway::edit_bomb(&DOCKER);
+}
+
+#[test]
+fn docker_hardening() {
+    hardening::suite(&DOCKER);
 }
 
 #[test]

@@ -4,7 +4,11 @@
 //! host file that does not even exist inside the sandbox, chains, loops, a symlinked
 //! directory in the middle, a dangling link a write would follow), hard links, non-UTF-8
 //! names. Each escape is refused with a clear error and nothing outside is read or changed;
-//! ordinary subdirectories still work.
+//! ordinary subdirectories still work. Paths naming the sandbox's own view (`/workspace/`,
+//! `/workspace/..`) get messages that never suggest a path leading out. Special files the
+//! agent makes — a named pipe, a unix socket (bound with python3), a symlink to each — are
+//! refused by every tool as what they are, and the run goes on; a character device the
+//! agent cannot even make.
 
 use std::path::Path;
 
@@ -73,12 +77,15 @@ fn setup(outside: &Path) -> Call {
          ln -s loop_b loop_a; ln -s loop_a loop_b
          ln -s /proc/self/root proc_root
          mkfifo fifo
+         python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"
+         ln -s fifo fifo_link; ln -s sock sock_link
          echo 'inner text' > inside/file.txt
          ln -s inside/file.txt ok_link; ln -s inside ok_dir_link
          touch $'bad\\xffname'; ln -s / $'esc\\xff'
          set +e
          ln /etc/passwd hard_passwd 2>/dev/null; echo hard-link-to-etc=$?
          ln {out}/victim.txt hard_victim 2>/dev/null; echo hard-link-to-victim=$?
+         mknod chardev c 1 3 2>/dev/null; echo mknod=$?
          echo planted"
     ))
 }
@@ -145,7 +152,45 @@ fn probes(outside: &Path) -> Vec<(Call, Expect)> {
         probes.push((read_file(path), expect));
         probes.push((write_file(path), expect));
     }
-    probes.push((read_file("fifo"), Expect::Error("not a regular file")));
+    // Special files: refused as what they are, never opened, never a host fault.
+    for (path, kind) in [
+        ("fifo", "`fifo` is a named pipe (FIFO), not a regular file"),
+        ("sock", "`sock` is a unix socket, not a regular file"),
+        (
+            "fifo_link",
+            "`fifo_link` is a symbolic link to a named pipe (FIFO), not a regular file",
+        ),
+        (
+            "sock_link",
+            "`sock_link` is a symbolic link to a unix socket, not a regular file",
+        ),
+    ] {
+        every_tool(&mut probes, path, Expect::Error(kind));
+    }
+    // The sandbox's view of the workspace: a hint where it names something inside, an
+    // escape where it does not.
+    let root_itself = "`/workspace` is the workspace root itself, a directory";
+    for (path, expect) in [
+        ("/workspace", Expect::Invalid(root_itself)),
+        ("/workspace/", Expect::Invalid(root_itself)),
+        (
+            "/workspace/inside/file.txt",
+            Expect::Invalid("write `inside/file.txt` instead"),
+        ),
+        (
+            "/workspace/inside/../ok_link",
+            Expect::Invalid("write `ok_link` instead"),
+        ),
+        ("/workspace/..", Expect::Escape),
+        ("/workspace/../etc/passwd", Expect::Escape),
+        ("/workspace/inside/../../etc/passwd", Expect::Escape),
+        ("//workspace/../../etc/passwd", Expect::Escape),
+        ("/workspaces/x", Expect::Escape),
+        ("./", Expect::Error("`./` is a directory, not a file")),
+    ] {
+        probes.push((read_file(path), expect));
+        probes.push((write_file(path), expect));
+    }
     probes.push((read_file("hard_passwd"), Expect::Error("does not exist")));
     probes.push((
         read_file("bad\u{fffd}name"),
@@ -179,6 +224,11 @@ fn probes(outside: &Path) -> Vec<(Call, Expect)> {
 }
 
 fn check(probe: &Call, expect: Expect, is_error: bool, output: &str) {
+    // No message ever suggests a path that leads out.
+    assert!(
+        !output.contains("write `..") && !output.contains("write `/"),
+        "{probe:?} suggests an escape:\n{output}"
+    );
     let ok = match expect {
         Expect::Escape => is_error && output.contains("leads outside the workspace"),
         Expect::Invalid(why) => {
@@ -224,7 +274,9 @@ pub(crate) fn suite(backend: &Backend) {
     // Hard links across the sandbox's mounts cannot be made at all.
     assert!(planted.contains("hard-link-to-etc=1"), "{planted}");
     assert!(planted.contains("hard-link-to-victim=1"), "{planted}");
-    let mut count = 2;
+    // Nor can the agent make a device node for the tools to open.
+    assert!(planted.contains("mknod=1"), "{planted}");
+    let mut count = 3;
 
     for (i, (probe, expect)) in probes.iter().enumerate() {
         let result = ran.result(i + 1);
@@ -250,6 +302,15 @@ pub(crate) fn suite(backend: &Backend) {
     for name in ["back.txt", "..\\x", "\u{2025}"] {
         assert!(ws.join(name).exists(), "{name} inside the workspace");
     }
+    count += 1;
+    // The special files are still there, untouched.
+    use std::os::unix::fs::FileTypeExt;
+    let kind = |name: &str| {
+        std::fs::symlink_metadata(ws.join(name))
+            .unwrap()
+            .file_type()
+    };
+    assert!(kind("fifo").is_fifo() && kind("sock").is_socket());
     count += 1;
     report(backend, "paths", count);
 }

@@ -1,7 +1,10 @@
 //! Runaway commands: an endless loop, a fork bomb, gigabytes of output, daemons that try to
 //! outlive their call, a memory hog, memory-backed filesystems filled, a full workspace
 //! disk. Each is stopped by a timeout or a limit, the runtime stays responsive and small,
-//! the run goes on, and nothing the run started is left behind.
+//! the run goes on, and nothing the run started is left behind. The file tools, which run
+//! in the runtime itself, cannot be made to allocate without bound either: an edit whose
+//! result would pass the file size limit — a 10 MiB file with every byte replaced by 400
+//! bytes, or doubled — is refused before anything is built.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -293,4 +296,62 @@ impl Drop for Unmount {
             .arg(&self.0)
             .status();
     }
+}
+
+/// `edit_file` runs in the runtime: a replace_all that would multiply a file at the size
+/// limit is refused from the match count alone, and the runtime stays small; the file is
+/// untouched and the run goes on. (An oversized `write_file` is a `bad_input` probe: its
+/// 10 MiB argument alone takes the runtime past this test's memory bound.)
+pub(crate) fn edit_bomb(backend: &Backend) {
+    const LIMIT: usize = 10 * 1024 * 1024;
+    let toren = harness::toren_for(backend);
+    let replace_all = |new: &str| {
+        call(
+            "edit_file",
+            json!({"path": "a.txt", "old_string": "a", "new_string": new, "replace_all": true}),
+        )
+    };
+    let calls = vec![
+        bash(&format!(
+            "head -c {LIMIT} /dev/zero | tr '\\0' a > a.txt; wc -c < a.txt"
+        )),
+        replace_all(&"x".repeat(400)),
+        replace_all("aa"),
+        bash("wc -c < a.txt; echo still-here"),
+    ];
+    harness::agent(&toren, "bomber", "  approval: never\n", &[calls]);
+    let mut peak = 0;
+    let ran = harness::run_watching(&toren, "bomber", |pid| {
+        peak = peak.max(peak_rss_kib(pid).unwrap_or(0));
+    });
+    ran.assert_completed();
+    assert!(ran.result(0).output.starts_with(&format!("{LIMIT}\n")));
+    let refused = [
+        (1, format!("would make `a.txt` {} bytes", LIMIT * 400)),
+        (2, format!("would make `a.txt` {} bytes", LIMIT * 2)),
+    ];
+    for (index, message) in &refused {
+        let result = ran.result(*index);
+        assert!(
+            result.is_error && result.output.contains(message.as_str()),
+            "call {index}: expected {message:?}, got {result:?}"
+        );
+    }
+    let after = &ran.result(3).output;
+    assert!(
+        after.starts_with(&format!("{LIMIT}\n")) && after.contains("still-here"),
+        "{after}"
+    );
+    assert!(
+        peak > 0 && peak < MAX_RSS_KIB,
+        "toren's peak RSS was {peak} KiB"
+    );
+    note(
+        backend,
+        &format!(
+            "toren's peak RSS while edits asked for a 4 GB file: {} MiB",
+            peak / 1024
+        ),
+    );
+    report(backend, "runaway (file tools)", refused.len() + 2);
 }
