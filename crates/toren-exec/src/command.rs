@@ -21,6 +21,7 @@ use crate::capture::Capture;
 use crate::cgroup::Counters;
 use crate::children::{Children, Exit};
 use crate::protocol::{Finished, Request, Response};
+use crate::running::Slot;
 
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -28,9 +29,10 @@ const READ_CHUNK: usize = 64 * 1024;
 /// group (outside a container) can hold the pipe open that long.
 const DRAIN: Duration = Duration::from_secs(2);
 
-/// Runs `req` with `shell` and says how it went.
-pub(crate) fn run(req: &Request, shell: &Path, children: &Children) -> Response {
-    match try_run(req, shell, children) {
+/// Runs `req` with `shell` and says how it went; `slot` learns the command's process
+/// group, so a cancel can kill it.
+pub(crate) fn run(req: &Request, shell: &Path, children: &Children, slot: &Slot) -> Response {
+    match try_run(req, shell, children, slot) {
         Ok(finished) => Response::Finished(finished),
         Err(err) => Response::Failed {
             id: req.id.clone(),
@@ -39,7 +41,7 @@ pub(crate) fn run(req: &Request, shell: &Path, children: &Children) -> Response 
     }
 }
 
-fn try_run(req: &Request, shell: &Path, children: &Children) -> io::Result<Finished> {
+fn try_run(req: &Request, shell: &Path, children: &Children, slot: &Slot) -> io::Result<Finished> {
     let started = Instant::now();
     let (mut reader, writer) = io::pipe()?;
     let mut command = Command::new(shell);
@@ -58,6 +60,7 @@ fn try_run(req: &Request, shell: &Path, children: &Children) -> io::Result<Finis
     }
     let before = Counters::read();
     let (pid, exited) = children.spawn(&mut command)?;
+    slot.started(pid, children);
     // Close our copies of the write end: end of file then means the command is gone.
     drop(command);
 

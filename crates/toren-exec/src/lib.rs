@@ -11,7 +11,9 @@
 //! As PID 1 it reaps every zombie in the container, and after each command, when no other
 //! command runs, kills every other process in the container, so daemons a command started
 //! (`setsid`, `nohup`, double forks) do not outlive it. (That includes processes someone
-//! started with `docker exec`.) It exits when its stdin ends, killing what still runs.
+//! started with `docker exec`.) A cancel line (`{"cancel": ID}`) kills one command's
+//! process group, for a backend that stopped waiting for it. It exits when its stdin
+//! ends, killing what still runs.
 //!
 //! The wire format is [`protocol`]; build the static binary with
 //! `scripts/build-exec-helper`.
@@ -22,6 +24,7 @@ mod children;
 mod command;
 mod error;
 pub mod protocol;
+mod running;
 mod serve;
 
 pub use capture::Capture;

@@ -1,6 +1,7 @@
 //! The wire format between a sandbox backend and the helper: one JSON object per line in
-//! each direction. The backend writes [`Request`]s to the helper's stdin; the helper writes
-//! one [`Response`] per request to its stdout, in completion order, matched by `id`.
+//! each direction. The backend writes [`Request`]s (and [`Cancel`]s of requests it no longer
+//! waits for) to the helper's stdin; the helper writes one [`Response`] per request to its
+//! stdout, in completion order, matched by `id`.
 //! Nothing else is ever written to stdout; the helper's own diagnostics go to stderr.
 //!
 //! Granted variables travel inside requests, so the container's configuration holds no
@@ -32,6 +33,17 @@ pub struct Request {
     /// `RLIMIT_CPU` of the command's processes, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_secs: Option<u64>,
+}
+
+/// Stop a running command early: its process group is killed, as at its timeout, and its
+/// [`Response`] follows as usual (killed by signal 9). The backend sends it when it stops
+/// waiting for the answer (the caller went away), so that nothing it asked for runs on
+/// unwatched. An id that is not running is ignored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cancel {
+    /// The `id` of the [`Request`] to stop.
+    pub cancel: String,
 }
 
 /// What became of one request.

@@ -1,6 +1,7 @@
 //! The helper's main loop: pick the shell once, start the reaper, then read requests from
 //! the input line by line and run each on a thread of its own, so a long command does not
-//! hold up the next; every response is written whole under one lock. When the input ends
+//! hold up the next; every response is written whole under one lock. A cancel line kills
+//! the named request's process group (see `running`). When the input ends
 //! (the backend went away), every running command is killed, answered (as killed) and the
 //! loop returns.
 
@@ -12,7 +13,8 @@ use std::thread;
 use crate::children::Children;
 use crate::command;
 use crate::error::{Error, Result};
-use crate::protocol::{PROTOCOL_VERSION, Request, Response, write_line};
+use crate::protocol::{Cancel, PROTOCOL_VERSION, Request, Response, write_line};
+use crate::running::Running;
 
 /// The shells a command may run under, in order of preference: bash when the image has it
 /// (the `bash` tool's semantics), else the POSIX shell every image has.
@@ -54,6 +56,7 @@ pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> Result
 
     let output = Arc::new(Mutex::new(output));
     let shell: Arc<Path> = shell.into();
+    let commands = Arc::new(Running::default());
     let mut running = Vec::new();
     for line in input.lines() {
         let line = line.map_err(|source| Error::Io {
@@ -61,6 +64,10 @@ pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> Result
             source,
         })?;
         if line.trim().is_empty() {
+            continue;
+        }
+        if let Ok(Cancel { cancel }) = serde_json::from_str::<Cancel>(&line) {
+            commands.cancel(&cancel, &children);
             continue;
         }
         let request = match serde_json::from_str::<Request>(&line) {
@@ -74,19 +81,22 @@ pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> Result
                 continue;
             }
         };
-        let (children, shell, output) = (
+        let slot = commands.register(&request.id);
+        let (children, shell, output, commands) = (
             Arc::clone(&children),
             Arc::clone(&shell),
             Arc::clone(&output),
+            Arc::clone(&commands),
         );
         running.retain(|t: &thread::JoinHandle<()>| !t.is_finished());
         let thread = thread::Builder::new()
             .name(format!("cmd-{}", request.id))
             .spawn(move || {
-                let response = command::run(&request, &shell, &children);
+                let response = command::run(&request, &shell, &children, &slot);
                 if let Err(err) = respond(&output, &response) {
                     diag(format_args!("cannot answer request {}: {err}", request.id));
                 }
+                commands.finish(&request.id, &slot);
             })
             .map_err(|source| Error::Setup {
                 what: "start a command thread",

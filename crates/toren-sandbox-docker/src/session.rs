@@ -2,7 +2,10 @@
 //! container's stdin; a reader task splits the container's stdout into lines, decodes each
 //! as a response and hands it to whoever waits for that id. The helper's stderr (its own
 //! diagnostics) goes to the log. When the stream ends — the container stopped or was
-//! removed — the session is closed and every waiter learns it at once.
+//! removed — the session is closed and every waiter learns it at once. A caller that stops
+//! waiting for an answer (its future dropped: the run was stopped) makes the session send
+//! the helper a cancel of that request, which kills the command's process group: the
+//! container's stdin outlives this connection, so nothing else would stop it.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -14,7 +17,7 @@ use futures::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use toren_exec::protocol::{Request, Response};
+use toren_exec::protocol::{Cancel, Request, Response};
 
 /// The most a single response line may hold before the session is declared broken; far
 /// above any output limit the tools use.
@@ -32,7 +35,7 @@ pub(crate) enum Lost {
 /// An attached helper.
 pub(crate) struct Session {
     container: String,
-    input: tokio::sync::Mutex<Pin<Box<dyn AsyncWrite + Send>>>,
+    input: Arc<Input>,
     pending: Arc<Mutex<Pending>>,
     reader: JoinHandle<()>,
     /// Request ids: unique per session, and across sessions of the same container (a new
@@ -40,6 +43,8 @@ pub(crate) struct Session {
     prefix: String,
     next: AtomicU64,
 }
+
+type Input = tokio::sync::Mutex<Pin<Box<dyn AsyncWrite + Send>>>;
 
 #[derive(Default)]
 struct Pending {
@@ -62,7 +67,7 @@ impl Session {
         ));
         Self {
             container,
-            input: tokio::sync::Mutex::new(attached.input),
+            input: Arc::new(tokio::sync::Mutex::new(attached.input)),
             pending,
             reader,
             prefix: ulid::Ulid::generate().to_string().to_lowercase(),
@@ -97,6 +102,12 @@ impl Session {
         }
         let mut line = serde_json::to_vec(req).map_err(|e| Lost::Write(e.into()))?;
         line.push(b'\n');
+        // From here on, if this future is dropped the request may be running: cancel it.
+        let mut waiting = Waiting {
+            session: self,
+            id: &req.id,
+            done: false,
+        };
         let written = {
             let mut input = self.input.lock().await;
             match input.write_all(&line).await {
@@ -105,12 +116,48 @@ impl Session {
             }
         };
         if let Err(e) = written {
+            waiting.done = true;
             lock(&self.pending).waiters.remove(&req.id);
             return Err(Lost::Write(e));
         }
         let answer = receiver.await.map_err(|_| Lost::Closed);
+        waiting.done = true;
         lock(&self.pending).waiters.remove(&req.id);
         answer
+    }
+
+    /// Tells the helper to kill request `id`'s command, in the background (this runs
+    /// from a destructor). The line starts with a newline, which ends whatever part of a
+    /// request line a dropped write left behind; the helper skips empty lines.
+    fn cancel(&self, id: &str) {
+        if lock(&self.pending).closed {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(container = %self.container, id, "cannot cancel a command outside the runtime");
+            return;
+        };
+        let mut line = b"\n".to_vec();
+        match serde_json::to_vec(&Cancel {
+            cancel: id.to_owned(),
+        }) {
+            Ok(json) => line.extend(json),
+            Err(_) => return,
+        }
+        line.push(b'\n');
+        let input = Arc::clone(&self.input);
+        let (container, id) = (self.container.clone(), id.to_owned());
+        runtime.spawn(async move {
+            let mut input = input.lock().await;
+            let sent = match input.write_all(&line).await {
+                Ok(()) => input.flush().await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(()) => tracing::debug!(%container, %id, "cancelled a command nobody waits for"),
+                Err(err) => tracing::warn!(%container, %id, %err, "could not cancel a command"),
+            }
+        });
     }
 
     /// Stops listening; waiters learn the session closed.
@@ -119,6 +166,23 @@ impl Session {
         let mut pending = lock(&self.pending);
         pending.closed = true;
         pending.waiters.clear();
+    }
+}
+
+/// A request that may be running in the helper while its caller waits for the answer.
+struct Waiting<'a> {
+    session: &'a Session,
+    id: &'a str,
+    /// Answered, or known not to have reached the helper.
+    done: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            lock(&self.session.pending).waiters.remove(self.id);
+            self.session.cancel(self.id);
+        }
     }
 }
 

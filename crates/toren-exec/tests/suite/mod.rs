@@ -1,2 +1,3 @@
+mod cancel;
 mod harness;
 mod helper;

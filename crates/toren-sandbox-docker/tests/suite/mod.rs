@@ -1,3 +1,4 @@
+mod cancel;
 mod errors;
 mod exec;
 mod isolation;
