@@ -6,7 +6,11 @@
 //! bwrap runs the command in a fresh pid namespace with `--die-with-parent`: when bash
 //! exits, or bwrap is killed, the kernel kills everything the command started (background
 //! jobs, `nohup`, `setsid`), which also closes the pipe. Reading is still bounded in time in
-//! case something else holds the pipe open.
+//! case something else holds the pipe open. A call whose future is dropped (the worker
+//! stopped the run, e.g. because it could not renew its lease) ends the same way: bwrap is
+//! SIGKILLed (`kill_on_drop`), its pid namespace goes with it, and the call's cgroup kills
+//! whatever is left as it is dropped. (bwrap's `--new-session` puts the command in a
+//! session of its own, so a group kill would reach only bwrap itself.)
 
 use std::ffi::OsString;
 use std::path::Path;
