@@ -21,7 +21,7 @@ pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 /// Settings of the docker backend, resolved by the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DockerSettings {
-    /// Workspaces live at `<sandbox_root>/<run id>`, bind-mounted into the containers.
+    /// Workspaces live at `<sandbox_root>/<run id>/workspace`, bind-mounted into the containers.
     pub sandbox_root: PathBuf,
     /// The image for agents that name none (e.g. [`DEFAULT_IMAGE`](crate::DEFAULT_IMAGE)).
     pub default_image: String,

@@ -86,6 +86,12 @@ pub fn container_body(spec: &ContainerSpec<'_>) -> ContainerCreateBody {
         read_only: Some(read_only),
         ..Default::default()
     };
+    // The workspace bind cannot be `nosuid,nodev`: the daemon refuses those options in
+    // `Binds` ("invalid mode"), and a local-driver volume with `o=bind,nosuid,nodev` mounts
+    // without them (a bind ignores flags unless remounted). Inside, no-new-privileges and
+    // no capabilities make set-uid programs gain nothing and device nodes impossible to
+    // make; outside, the run's private directory keeps other users away from what the
+    // agent left (see toren-sandbox's `workspace` layout).
     let memory = i64::try_from(spec.limits.memory).unwrap_or(i64::MAX);
     let host_config = HostConfig {
         mounts: Some(vec![

@@ -24,7 +24,7 @@ use cap_std::fs::{Dir, Metadata, OpenOptions, OpenOptionsExt};
 use nix::fcntl::OFlag;
 
 use self::classify::{NOT_A_DIR, classify, require_file};
-use self::layout::{Missing, locate};
+use self::layout::{Missing, locate, open_exact};
 use self::path::{check_name, check_path};
 use crate::error::{Error, Result};
 
@@ -78,18 +78,7 @@ impl Workspace {
     /// Opens the existing workspace at exactly `path` on the host (a path recorded when it
     /// was made, of this layout or an earlier one); a missing one is an error naming it.
     pub fn open_path(path: &Path) -> Result<Self> {
-        // The one use of ambient authority in Toren's file access besides the sandbox root:
-        // turning the host path of the workspace, which the runtime chose, into the
-        // capability every later access goes through.
-        let dir = Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                Error::WorkspaceMissing {
-                    path: path.display().to_string(),
-                }
-            } else {
-                Error::io(format!("cannot open the workspace `{}`", path.display()), e)
-            }
-        })?;
+        let dir = open_exact(path)?;
         Ok(Self::new(path.to_owned(), dir))
     }
 

@@ -38,7 +38,7 @@ const BWRAP_CANDIDATES: [&str; 3] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "
 /// Settings of the local backend, resolved by the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalSettings {
-    /// Workspaces live at `<sandbox_root>/<run id>`.
+    /// Workspaces live at `<sandbox_root>/<run id>/workspace` (see `workspace_path`).
     pub sandbox_root: PathBuf,
     /// The `bwrap` binary; `None` looks in `/usr/bin`, `/usr/local/bin` and `/bin`.
     pub bwrap: Option<PathBuf>,

@@ -12,9 +12,10 @@
 //! The private directory is opened without following symlinks and checked to be a
 //! directory owned by Toren's user (so another user cannot plant a directory or a link
 //! there in a shared sandbox root), then tightened to 0700. Every step works on open
-//! descriptors. Workspaces made before this layout (`<sandbox root>/<name>` itself) still
-//! open: with their exact path ([`open_path`](super::Workspace::open_path)), and by name
-//! when the directory holds anything but a `workspace` directory.
+//! descriptors, whenever a workspace is created or opened (by name or by its exact path).
+//! Workspaces made before this layout (`<sandbox root>/<name>` itself) still open: with
+//! their exact path ([`open_path`](super::Workspace::open_path)), and by name when the
+//! directory holds anything but a `workspace` directory.
 
 use std::fs::DirBuilder;
 use std::io;
@@ -95,6 +96,43 @@ pub(super) fn locate(root: &Path, name: &str, missing: Missing) -> Result<(PathB
     // (the docker backend then runs commands as that user).
     let workspace = open_dir(&private, Path::new(WORKSPACE_DIR), &path, root, name)?;
     Ok((path, workspace))
+}
+
+/// Opens the workspace at exactly `path`. When it is a workspace of this layout (named
+/// [`WORKSPACE_DIR`]; a flat one is named after its run), its private directory is checked
+/// and tightened as [`locate`] does.
+pub(super) fn open_exact(path: &Path) -> Result<Dir> {
+    let missing = || Error::WorkspaceMissing {
+        path: path.display().to_string(),
+    };
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let (Some(parent), Some(name)) = (parent, path.file_name())
+        && name == WORKSPACE_DIR
+    {
+        let (Some(root), Some(run)) = (parent.parent(), parent.file_name()) else {
+            return Err(missing());
+        };
+        let root_dir =
+            Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|_| missing())?;
+        let run = run.to_string_lossy();
+        let private = open_dir(&root_dir, Path::new(run.as_ref()), parent, root, &run)?;
+        make_private(&private, parent)?;
+        return open_dir(&private, Path::new(WORKSPACE_DIR), path, root, &run).map_err(
+            |e| match e {
+                Error::WorkspaceMissing { .. } => missing(),
+                other => other,
+            },
+        );
+    }
+    // The one use of ambient authority for a flat workspace: its host path, which the
+    // runtime chose, becomes the capability every later access goes through.
+    Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            missing()
+        } else {
+            Error::io(format!("cannot open the workspace `{}`", path.display()), e)
+        }
+    })
 }
 
 /// `mkdirat(parent, name, 0700)`; an existing entry is left for [`open_dir`] to check.

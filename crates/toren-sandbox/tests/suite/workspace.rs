@@ -76,6 +76,9 @@ fn the_private_directory_stays_private_whatever_the_agent_and_the_root_allow() {
     assert_eq!(mode(&private), 0o700);
     Workspace::open(&root, "run_1").unwrap();
     assert_eq!(mode(&private), 0o700);
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Workspace::open_path(ws.path()).unwrap();
+    assert_eq!(mode(&private), 0o700);
     assert_eq!(mode(&root), 0o1777, "the operator's root is left as it is");
 }
 
