@@ -9,8 +9,8 @@
 //! case something else holds the pipe open. A call whose future is dropped (the worker
 //! stopped the run, e.g. because it could not renew its lease) ends the same way: bwrap is
 //! SIGKILLed (`kill_on_drop`), its pid namespace goes with it, and the call's cgroup kills
-//! whatever is left as it is dropped. (bwrap's `--new-session` puts the command in a
-//! session of its own, so a group kill would reach only bwrap itself.)
+//! whatever is left as it is dropped. The worker's lease tests check that nothing of such
+//! a command is left on the host.
 
 use std::ffi::OsString;
 use std::path::Path;
