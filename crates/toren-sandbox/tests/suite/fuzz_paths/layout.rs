@@ -4,7 +4,8 @@
 //! `base/p/…/p/tmp` (deep padding, so that even a long run of `..` would land in the
 //! test's own directories) holds `outside/` with canary files, `sandboxes/other_run/`
 //! (another run's workspace, also a canary) and `sandboxes/ws/workspace`, the workspace
-//! under test (in its run's private directory), full of symlinks. The snapshot records every entry under `base` except the workspace:
+//! under test (in its run's private directory), full of symlinks, with a named pipe and a
+//! unix socket. The snapshot records every entry under `base` except the workspace:
 //! kind, mode, content, link target.
 //!
 //! Building the tree takes a few milliseconds of file-system work, so a test builds it
@@ -44,6 +45,8 @@ const LINKS: &[(&str, &str)] = &[
     ("chain_in1", "chain_in2"),
     ("chain_in2", "in_dir"),
     ("dangling_in", "sub/created_through_link.txt"),
+    ("fifo_link", "fifo"),
+    ("sub/sock_link", "../sock"),
     // Relative, leading out.
     ("esc_up", ".."),
     ("esc_rel", "../../../outside"),
@@ -127,6 +130,9 @@ impl Layout {
             ws.write(path, content.as_bytes()).unwrap();
         }
         std::fs::create_dir(ws.path().join("emptydir")).unwrap();
+        // Special files the agent can make: a named pipe and a bound unix socket.
+        nix::unistd::mkfifo(&ws.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        drop(std::os::unix::net::UnixListener::bind(ws.path().join("sock")).unwrap());
         let top_text = top.display().to_string();
         for (link, target) in LINKS {
             symlink(target.replace("@TOP@", &top_text), ws.path().join(link)).unwrap();
