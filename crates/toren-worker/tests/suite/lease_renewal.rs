@@ -315,8 +315,8 @@ async fn a_hanging_renewal_stops_the_work_before_the_lease_expires() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_renewal_that_fails_once_lets_the_run_go_on() {
     // The command outlives the first lease by far; renewing works from the second try on.
-    let ttl = Duration::from_millis(900);
-    let f = fixture(Renew::FailsOnce, ttl, "sleep 2; echo done").await;
+    let ttl = Duration::from_secs(2);
+    let f = fixture(Renew::FailsOnce, ttl, "sleep 2.5; echo done").await;
     let outcome = f
         .driver
         .drive(f.lease.clone(), &CancellationToken::new())
