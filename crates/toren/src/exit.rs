@@ -41,7 +41,9 @@ impl Failure {
             .error
             .downcast_ref::<toren_config::Error>()
             .is_some_and(|e| e.diagnostic().is_some());
+        // Error chains quote what models, providers and sandboxes said: shown, never obeyed.
         let message = chain_message(&self.error);
+        let message = toren_display::visible_lines(&message);
         if diagnostic {
             eprintln!("{message}");
         } else {

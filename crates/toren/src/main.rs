@@ -22,7 +22,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("TOREN_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(printer::LogWriter)
+        .with_ansi(false)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,46 +1,69 @@
 //! Everything `toren` says to people, on stderr: run progress, streamed model text,
-//! approval prompts, and one-line summaries of events. Data for scripts goes to stdout
-//! in the commands themselves.
+//! approval prompts, one-line summaries of events, and the log lines of `TOREN_LOG`. Data
+//! for scripts goes to stdout in the commands themselves.
+//!
+//! Every message goes out through [`say!`] (or [`LogWriter`]), which renders it with
+//! `toren-display`: whatever a model, a sandbox or a provider put into it — a command, a
+//! path, a tool's output, the model's text, an error — is shown, never obeyed (no escape
+//! sequence, control, bidirectional or invisible character reaches the terminal raw).
+//! Fields that must stay on one line are rendered with [`visible`] first, which marks
+//! newlines too. The approval prompt lives in [`prompt`].
 #![expect(
     clippy::print_stderr,
     reason = "this module is the human-facing output"
 )]
 
+mod prompt;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_trait::async_trait;
-use tokio::sync::mpsc;
 use toren_agent::{Action, RunState};
+use toren_display::{findings, hidden_count, visible, visible_lines};
 use toren_protocol::{AgentSpec, Event, EventKind, RunId};
-use toren_worker::{Approver, Decision, Observer};
+use toren_worker::Observer;
+
+pub(crate) use prompt::TerminalApprover;
+
+/// `eprintln!` for people: the whole message rendered so that nothing in it can drive
+/// the terminal (newlines and tabs pass, every other control is shown as a marker).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        eprintln!("{}", toren_display::visible_lines(&format!($($arg)*)))
+    };
+}
+pub(crate) use say;
 
 pub(crate) fn announce_run(run_id: &RunId, agent: &AgentSpec, sandbox: &str) {
-    eprintln!(
-        "run {run_id} (agent {}, model {}, sandbox {sandbox})",
-        agent.name, agent.model
+    say!(
+        "run {run_id} (agent {}, model {}, sandbox {})",
+        visible(&agent.name),
+        visible(&agent.model),
+        visible(sandbox)
     );
 }
 
 pub(crate) fn interrupted(run_id: &RunId) {
-    eprintln!(
+    say!(
         "\ninterrupted: run {run_id} stopped where it was and can be resumed:\n  toren resume {run_id}"
     );
 }
 
 pub(crate) fn forced_exit() {
-    eprintln!("\nstopped at once; the run can still be resumed with `toren resume`");
+    say!("\nstopped at once; the run can still be resumed with `toren resume`");
 }
 
 pub(crate) fn already_ended(state: &RunState) {
-    eprintln!(
+    say!(
         "run {} has already {}; there is nothing to resume",
-        state.run_id, state.status
+        state.run_id,
+        state.status
     );
     if let Some(error) = &state.error {
-        eprintln!("it failed: {error}");
+        say!("it failed: {error}");
     }
 }
 
@@ -50,50 +73,71 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
         .iter()
         .filter(|e| matches!(e.kind, EventKind::ToolCompleted(_)))
         .count();
-    eprintln!(
+    say!(
         "resuming run {} (agent {}, model {}; spec and policy as pinned at creation)",
-        state.run_id, state.agent.name, state.agent.model
+        state.run_id,
+        visible(&state.agent.name),
+        visible(&state.agent.model)
     );
-    eprintln!(
+    say!(
         "  replayed from the log: {} event(s), {} model answer(s), {completed} completed tool call(s); none is repeated",
         events.len(),
         state.turns
     );
     match state.next_action() {
-        Action::RunTool { call, attempt } if attempt > 1 => eprintln!(
+        Action::RunTool { call, attempt } if attempt > 1 => say!(
             "  re-running {} call {} (started but never completed; attempt {attempt}): its side effects may happen twice",
-            call.name, call.id
+            visible(&call.name),
+            visible(&call.id)
         ),
         Action::AwaitApproval { call, .. } => {
-            eprintln!("  call {} still waits for approval", call.id);
+            say!("  call {} still waits for approval", visible(&call.id));
         }
         Action::RecordDenial { call, .. } => {
-            eprintln!("  call {} was denied; telling the model", call.id);
+            say!("  call {} was denied; telling the model", visible(&call.id));
         }
         Action::Refuse { call, .. } => {
-            eprintln!(
+            say!(
                 "  {} call {} will not run (it cannot, or it never completed in {} attempts); telling the model",
-                call.name,
-                call.id,
+                visible(&call.name),
+                visible(&call.id),
                 toren_agent::MAX_TOOL_ATTEMPTS
             );
         }
-        Action::RunTool { call, .. } => eprintln!("  next: {} call {}", call.name, call.id),
-        Action::RequestApproval { call, .. } => {
-            eprintln!("  next: approval of {} call {}", call.name, call.id);
+        Action::RunTool { call, .. } => {
+            say!("  next: {} call {}", visible(&call.name), visible(&call.id))
         }
-        Action::CallModel => eprintln!("  next: a model call"),
+        Action::RequestApproval { call, .. } => {
+            say!(
+                "  next: approval of {} call {}",
+                visible(&call.name),
+                visible(&call.id)
+            );
+        }
+        Action::CallModel => say!("  next: a model call"),
         Action::Complete { .. } | Action::Fail { .. } | Action::Finished { .. } => {}
     }
 }
 
 pub(crate) fn failed(run_id: &RunId, error: &str) {
-    eprintln!("run {run_id} failed: {error}");
+    say!("run {run_id} failed: {error}");
 }
 
-/// A one-line human summary of an event (used by `toren events` and the live progress).
+/// The run's final answer as `toren run` prints it on stdout: on a terminal, rendered like
+/// everything else a person reads; into a pipe or a file, exactly the model's answer (it
+/// is the command's data; `--json` output is escaped instead).
+pub(crate) fn answer(output: &str) -> Cow<'_, str> {
+    if std::io::stdout().is_terminal() {
+        visible_lines(output)
+    } else {
+        Cow::Borrowed(output)
+    }
+}
+
+/// A one-line human summary of an event (used by `toren events` and the live progress),
+/// with everything that came from the model or the sandbox shown, never obeyed.
 pub(crate) fn describe(event: &Event) -> String {
-    match &event.kind {
+    let line = match &event.kind {
         EventKind::RunCreated(c) => format!(
             "agent {} ({}), sandbox {}, input: {}",
             c.agent.name,
@@ -127,7 +171,12 @@ pub(crate) fn describe(event: &Event) -> String {
             )
         }
         EventKind::ApprovalRequested(a) => {
-            format!("{} {}: $ {}", a.tool, a.call_id, one_line(&a.command, 120))
+            format!(
+                "{} {}: $ {}",
+                a.tool,
+                a.call_id,
+                command_line(&a.command, 120)
+            )
         }
         EventKind::ApprovalDecided(d) => format!(
             "{} {} by {} via {}{}",
@@ -157,16 +206,68 @@ pub(crate) fn describe(event: &Event) -> String {
         EventKind::RunCompleted(c) => one_line(&c.output, 120),
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),
-    }
+    };
+    // One line whatever the fields hold: a newline in any of them is shown, not obeyed.
+    visible(&line).into_owned()
 }
 
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
+/// `text` on one line: runs of spaces, tabs and newlines become one space, at most `max`
+/// characters are kept, and every other control or invisible character is shown.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let words: Vec<&str> = text
+        .split([' ', '\t', '\n'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let flat = words.join(" ");
+    let shown = if flat.chars().count() > max {
         format!("{}…", flat.chars().take(max).collect::<String>())
     } else {
         flat
+    };
+    visible(&shown).into_owned()
+}
+
+/// A command on one line, as progress lines and event summaries show it: nothing
+/// collapsed, newlines and tabs marked like every other control (`⟨LF⟩`), at most `max`
+/// characters of it, and a warning if it holds hidden or control characters.
+pub(crate) fn command_line(command: &str, max: usize) -> String {
+    let mut shown = if command.chars().count() > max {
+        format!("{}…", command.chars().take(max).collect::<String>())
+    } else {
+        command.to_owned()
+    };
+    shown = visible(&shown).into_owned();
+    if let n @ 1.. = hidden_count(command) {
+        shown.push_str(&format!("  [⚠ {n} hidden or control character(s)]"));
     }
+    shown
+}
+
+/// A command as a person must read it before deciding: each of its lines on a line of its
+/// own under `$`/`>`, every hidden character shown as a marker, and a warning naming them.
+pub(crate) fn command_block(command: &str) -> String {
+    let mut block = String::new();
+    let lines: Vec<&str> = command.split('\n').collect();
+    for (i, line) in lines.iter().enumerate() {
+        block.push_str(if i == 0 { "    $ " } else { "    > " });
+        block.push_str(&visible_lines(line));
+        block.push('\n');
+    }
+    if lines.len() > 1 {
+        block.push_str(&format!(
+            "    (the command has {} lines, each shown after $ or >)\n",
+            lines.len()
+        ));
+    }
+    let hidden = hidden_count(command);
+    if hidden > 0 {
+        block.push_str(&format!(
+            "  ⚠ this command contains {hidden} hidden or control character{} ({}), shown as ⟨…⟩: read it with care\n",
+            if hidden == 1 { "" } else { "s" },
+            findings(command).join(" ")
+        ));
+    }
+    block
 }
 
 /// Shows a run's progress on stderr as it is driven.
@@ -195,7 +296,8 @@ impl StderrObserver {
 
 impl Observer for StderrObserver {
     fn text(&self, delta: &str) {
-        eprint!("{delta}");
+        // Rendered character by character, so a sequence split across deltas is caught too.
+        eprint!("{}", visible_lines(delta));
         let _ = std::io::stderr().flush();
         self.mid_line
             .store(!delta.ends_with('\n'), Ordering::Relaxed);
@@ -208,15 +310,16 @@ impl Observer for StderrObserver {
                 if let Ok(mut calls) = self.calls.lock() {
                     for c in &m.message.tool_calls {
                         let shown = match c.arguments.get("command").and_then(|v| v.as_str()) {
-                            Some(cmd) => format!("$ {}", one_line(cmd, 160)),
-                            None => c
-                                .arguments
-                                .get("path")
-                                .and_then(|v| v.as_str())
-                                .unwrap_or("")
-                                .to_owned(),
+                            Some(cmd) => format!("$ {}", command_line(cmd, 160)),
+                            None => one_line(
+                                c.arguments
+                                    .get("path")
+                                    .and_then(|v| v.as_str())
+                                    .unwrap_or(""),
+                                160,
+                            ),
                         };
-                        calls.insert(c.id.clone(), format!("{} {shown}", c.name));
+                        calls.insert(c.id.clone(), format!("{} {shown}", visible(&c.name)));
                     }
                 }
             }
@@ -226,27 +329,31 @@ impl Observer for StderrObserver {
                     .lock()
                     .ok()
                     .and_then(|c| c.get(&t.call_id).cloned())
-                    .unwrap_or_else(|| t.tool.clone());
+                    .unwrap_or_else(|| visible(&t.tool).into_owned());
                 let again = if t.attempt > 1 {
                     " (re-run after interruption)"
                 } else {
                     ""
                 };
-                eprintln!("» {what}{again}");
+                say!("» {what}{again}");
             }
             EventKind::ToolCompleted(t) => {
                 let mark = if t.is_error { "✗" } else { "✓" };
-                eprintln!("  {mark} {}", one_line(&t.output, 160));
+                say!("  {mark} {}", one_line(&t.output, 160));
             }
             EventKind::SandboxProvisioned(s) => {
-                eprintln!("sandbox: {} workspace {}", s.backend, s.workspace)
+                say!(
+                    "sandbox: {} workspace {}",
+                    visible(&s.backend),
+                    visible(&s.workspace)
+                );
             }
             EventKind::ApprovalDecided(d) if d.via != "terminal" => {
-                eprintln!(
+                say!(
                     "  {} by {} via {}",
                     if d.approved { "approved" } else { "denied" },
-                    d.by,
-                    d.via
+                    visible(&d.by),
+                    visible(&d.via)
                 );
             }
             _ => {}
@@ -255,76 +362,43 @@ impl Observer for StderrObserver {
 
     fn awaiting_approval(&self, run: &RunId, call_id: &str, command: &str) {
         self.finish_line();
-        eprintln!(
-            "run {run} is waiting for approval of a bash command (call {call_id}):\n    $ {command}\n  approve: toren approve {run} {call_id}\n  deny:    toren deny {run} {call_id} --reason \"...\""
+        let call = visible(call_id);
+        say!(
+            "run {run} is waiting for approval of a bash command (call {call}):\n{}  approve: toren approve {run} {call}\n  deny:    toren deny {run} {call} --reason \"...\"",
+            command_block(command)
         );
     }
 }
 
-/// Asks on the terminal: shows the command and reads the answer from stdin.
-pub(crate) struct TerminalApprover {
-    lines: tokio::sync::Mutex<mpsc::UnboundedReceiver<String>>,
-    by: String,
-}
+/// Where `TOREN_LOG` lines go: stderr, each line rendered like every other message (log
+/// fields may quote a model's or a sandbox's text). Used without ANSI colours.
+pub(crate) struct LogWriter;
 
-impl TerminalApprover {
-    /// Starts the one thread that reads stdin for the whole process.
-    pub(crate) fn new() -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("stdin-reader".into())
-            .spawn(move || {
-                for line in std::io::stdin().lock().lines() {
-                    let Ok(line) = line else { break };
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            })
-            .ok();
-        Self {
-            lines: tokio::sync::Mutex::new(rx),
-            by: std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned()),
-        }
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogLine;
+
+    fn make_writer(&'a self) -> LogLine {
+        LogLine(Vec::new())
     }
 }
 
-#[async_trait]
-impl Approver for TerminalApprover {
-    async fn ask(&self, run: &RunId, call_id: &str, command: &str) -> Option<Decision> {
-        let mut lines = self.lines.lock().await;
-        eprintln!("\nbash wants to run (call {call_id}):\n    $ {command}");
-        eprintln!("  (or answer from another terminal: toren approve|deny {run} {call_id})");
-        loop {
-            eprint!("approve? [y]es / [n]o: ");
-            let _ = std::io::stderr().flush();
-            let answer = lines.recv().await?;
-            match answer.trim().to_lowercase().as_str() {
-                "y" | "yes" => {
-                    return Some(Decision {
-                        approved: true,
-                        reason: None,
-                        by: self.by.clone(),
-                        via: "terminal".into(),
-                    });
-                }
-                "n" | "no" => {
-                    eprint!("reason for the model (optional): ");
-                    let _ = std::io::stderr().flush();
-                    let reason = lines
-                        .recv()
-                        .await
-                        .map(|r| r.trim().to_owned())
-                        .filter(|r| !r.is_empty());
-                    return Some(Decision {
-                        approved: false,
-                        reason,
-                        by: self.by.clone(),
-                        via: "terminal".into(),
-                    });
-                }
-                _ => eprintln!("please answer y or n"),
-            }
-        }
+/// One log line, written to stderr when it is complete.
+pub(crate) struct LogLine(Vec<u8>);
+
+impl Write for LogLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.0);
+        let _ = std::io::stderr().write_all(visible_lines(&text).as_bytes());
     }
 }

@@ -1,4 +1,7 @@
-//! `toren events RUN`: the run's event log, oldest first.
+//! `toren events RUN`: the run's event log, oldest first. The human form is
+//! [`printer::describe`]'s (one line per event, nothing obeyed); `--json` escapes every
+//! control, bidirectional and invisible character (`\uXXXX`), so it is the same data and
+//! safe to print.
 #![expect(clippy::print_stdout, reason = "events are the command's data")]
 
 use anyhow::anyhow;
@@ -15,7 +18,7 @@ pub(crate) async fn events(run: &str, as_json: bool) -> Result<u8, Failure> {
     for event in &events {
         if as_json {
             let line = serde_json::to_string(event).map_err(|e| Failure::failed(anyhow!(e)))?;
-            println!("{line}");
+            println!("{}", toren_display::escape_json(&line));
         } else {
             println!(
                 "{:>4}  {}  {:<19}  {}",

@@ -2,7 +2,6 @@
 //! worker from the run's pinned spec and policy, drive it with progress on stderr, stop
 //! cleanly on Ctrl-C or SIGTERM, and print the outcome.
 
-use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,11 +50,8 @@ impl Host {
         };
         let model = wiring::model(agent, settings)?;
         let observer = Arc::new(StderrObserver::new());
-        let approver: Option<Arc<dyn Approver>> = if std::io::stdin().is_terminal() {
-            Some(Arc::new(TerminalApprover::new()))
-        } else {
-            None
-        };
+        let approver: Option<Arc<dyn Approver>> = TerminalApprover::for_terminal()
+            .map(|approver| Arc::new(approver) as Arc<dyn Approver>);
         let driver = RunDriver::new(WorkerConfig {
             store,
             model,
@@ -131,7 +127,7 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
     if json {
         print_json(run_id, &status, &output);
     } else if code == 0 {
-        println!("{output}");
+        println!("{}", printer::answer(&output));
     } else if code == FAILED {
         printer::failed(run_id, &output);
     }
@@ -144,7 +140,7 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
 )]
 fn print_json(run_id: &RunId, status: &str, output: &str) {
     let object = serde_json::json!({"run_id": run_id, "status": status, "output": output});
-    println!("{object}");
+    println!("{}", toren_display::escape_json(&object.to_string()));
 }
 
 /// Cancels the run on the first Ctrl-C or SIGTERM; a second one exits at once.

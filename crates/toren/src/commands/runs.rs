@@ -1,14 +1,18 @@
-//! `toren runs list` and `toren runs show RUN`.
+//! `toren runs list` and `toren runs show RUN`. Every field that came from a model, a
+//! sandbox or a provider is rendered with `toren-display` (shown, never obeyed); `--json`
+//! output has such characters `\u`-escaped, the same data.
 #![expect(clippy::print_stdout, reason = "runs are the command's data")]
 
 use serde_json::json;
 use toren_agent::{Action, RunState};
+use toren_display::{escape_json, visible, visible_lines};
 use toren_store::RunSummary;
 use toren_worker::holder;
 
 use crate::commands::host::LEASE_TTL;
 use crate::commands::parse_run_id;
 use crate::exit::Failure;
+use crate::printer::{command_block, one_line};
 use crate::wiring;
 
 /// Whether nobody drives the run and `toren resume` would continue it: it has not ended
@@ -56,7 +60,10 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
     }
     if as_json {
         let array: Vec<_> = runs.iter().map(summary_json).collect();
-        println!("{}", serde_json::Value::Array(array));
+        println!(
+            "{}",
+            escape_json(&serde_json::Value::Array(array).to_string())
+        );
         return Ok(0);
     }
     if runs.is_empty() {
@@ -82,7 +89,7 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
             status,
             run.created_at.strftime("%Y-%m-%d %H:%M:%S").to_string(),
             run.last_seq,
-            run.agent
+            visible(&run.agent)
         );
     }
     Ok(0)
@@ -125,11 +132,15 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     object["output"] = json!(state.output);
     object["error"] = json!(state.error);
     if as_json {
-        println!("{object}");
+        println!("{}", escape_json(&object.to_string()));
         return Ok(0);
     }
     println!("run        {}", summary.id);
-    println!("agent      {} ({})", summary.agent, state.agent.model);
+    println!(
+        "agent      {} ({})",
+        visible(&summary.agent),
+        visible(&state.agent.model)
+    );
     if resumable(&summary) {
         println!(
             "status     {} (nobody drives it: toren resume {run_id})",
@@ -145,32 +156,32 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     match &state.policy {
         Some(p) => println!(
             "sandbox    {} network={} approval={} env=[{}]",
-            p.backend,
+            visible(&p.backend),
             p.network,
             p.approval,
-            p.env.join(", ")
+            visible(&p.env.join(", "))
         ),
         None => println!("sandbox    none"),
     }
     if let Some(sandbox) = &state.sandbox {
-        println!("workspace  {}", sandbox.workspace);
+        println!("workspace  {}", visible(&sandbox.workspace));
     }
     if let Some(p) = &pending {
-        println!(
-            "waiting    approval of call {} : $ {}",
-            p["call_id"].as_str().unwrap_or_default(),
-            p["command"].as_str().unwrap_or_default()
+        let call = one_line(p["call_id"].as_str().unwrap_or_default(), 80);
+        println!("waiting    approval of call {call}:");
+        print!(
+            "{}",
+            command_block(p["command"].as_str().unwrap_or_default())
         );
         println!(
-            "           toren approve {run_id} {0} | toren deny {run_id} {0} --reason TEXT",
-            p["call_id"].as_str().unwrap_or_default()
+            "           toren approve {run_id} {call} | toren deny {run_id} {call} --reason TEXT"
         );
     }
     if let Some(output) = &state.output {
-        println!("output\n{output}");
+        println!("output\n{}", visible_lines(output));
     }
     if let Some(error) = &state.error {
-        println!("error      {error}");
+        println!("error      {}", visible_lines(error));
     }
     Ok(0)
 }

@@ -7,6 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 
 use super::common::{Toren, interrupt, text};
+use super::pty::Terminal;
 
 const SCRIPT: &str = r#"
 turns:
@@ -141,36 +142,25 @@ fn approval_never_runs_bash_directly() {
 
 #[test]
 fn on_a_terminal_toren_run_asks() {
-    // `script` (util-linux) gives `toren run` a pseudo-terminal for stdin and stderr.
+    // A pseudo-terminal for stdin, stdout and stderr; each answer is typed after its
+    // question appeared (keys typed earlier answer nothing: `suite::terminal`).
     let toren = Toren::new();
     toren.file("s.yaml", SCRIPT);
     toren.agent(
         "careful",
         "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n",
     );
-    let command = format!("{} run careful --input go", env!("CARGO_BIN_EXE_toren"));
-    let mut cmd = std::process::Command::new("script");
-    cmd.args(["-q", "-e", "-c", &command, "/dev/null"])
-        .env_clear()
-        .envs(toren.vars().iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .expect("util-linux `script` is needed for this test");
-    {
-        use std::io::Write;
-        let stdin = child.stdin.as_mut().unwrap();
-        stdin.write_all(b"y\nn\nnot that one\n").unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    let shown = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{shown}");
-    assert!(
-        shown.contains("$ touch approved.txt") && shown.contains("approve? [y]es / [n]o"),
-        "{shown}"
-    );
+    let mut term = Terminal::spawn(&toren, &["run", "careful", "--input", "go"]);
+    let first = term.wait_for("approve? [y]es / [n]o: ");
+    assert!(first.contains("$ touch approved.txt"), "{first}");
+    term.type_keys("y\n");
+    let second = term.wait_for("approve? [y]es / [n]o: ");
+    assert!(second.contains("$ touch denied.txt"), "{second}");
+    term.type_keys("n\n");
+    term.wait_for("reason for the model (optional): ");
+    term.type_keys("not that one\n");
+    let (status, shown) = term.finish();
+    assert_eq!(status.code(), Some(0), "{shown}");
     let run = toren.newest_run().unwrap();
     let ws = toren.workspace(&run);
     assert!(ws.join("approved.txt").exists());
