@@ -206,9 +206,9 @@ fn usable(parent: &Parent, controller: Controller) -> bool {
 
 /// Removes empty per-call cgroups left by Toren processes that no longer exist. A name
 /// holds its creator's PID namespace (`toren-PID-NS-N`): only a process of that namespace
-/// can tell whether the pid still runs, so others' are left alone. (Names of older
-/// versions, `toren-PID-N`, and probes are judged by the pid alone; removing a cgroup that
-/// still holds processes fails, harmlessly.)
+/// can tell whether the pid still runs. Others' (and names of older versions, `toren-PID-N`)
+/// are removed once they are older than [`STALE_AFTER`], which no command's just-created,
+/// still empty cgroup is. Removing a cgroup that holds processes fails, harmlessly.
 fn remove_stale(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
@@ -221,17 +221,20 @@ fn remove_stale(dir: &Path) {
         };
         let parts: Vec<&str> = parts.split('-').collect();
         let gone = match parts.as_slice() {
-            [pid, ns, _] => {
-                *ns == own_ns
-                    && own_ns != "unknown"
-                    && pid.parse().is_ok_and(|pid| {
-                        kill(Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)
-                    })
-            }
+            [pid, ns, _] if *ns == own_ns && own_ns != "unknown" => pid
+                .parse()
+                .is_ok_and(|pid| kill(Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH)),
+            [_, _, _] => false,
             [pid, ..] => !Path::new("/proc").join(pid).exists(),
             [] => false,
         };
-        if gone {
+        let old = || {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_AFTER))
+        };
+        if gone || old() {
             let _ = fs::remove_dir(entry.path());
         }
     }
@@ -260,6 +263,9 @@ pub(crate) struct CallCgroup {
 }
 
 static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+
+/// After this long an empty per-call cgroup is a leftover whoever made it.
+const STALE_AFTER: Duration = Duration::from_secs(15 * 60);
 
 impl CallCgroup {
     /// Creates the command's cgroups under `cgroups` with the limits written. Returns the

@@ -90,7 +90,7 @@ fn a_name_left_by_a_killed_process_with_our_pid_is_skipped() {
 }
 
 #[test]
-fn stale_cgroups_of_other_pid_namespaces_are_left_alone() {
+fn stale_cgroups_of_other_pid_namespaces_are_left_alone_until_old() {
     let Some(dir) = writable_parent() else {
         println!("not applicable here: no writable cgroup");
         return;
@@ -100,16 +100,24 @@ fn stale_cgroups_of_other_pid_namespaces_are_left_alone() {
     child.wait().unwrap();
     let own = dir.join(format!("toren-{dead}-{}-1", pid_namespace()));
     let foreign = dir.join(format!("toren-{dead}-4026599999-1"));
-    for d in [&own, &foreign] {
+    let foreign_old = dir.join(format!("toren-{dead}-4026599999-2"));
+    for d in [&own, &foreign, &foreign_old] {
         fs::create_dir(d).unwrap();
     }
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    File::open(&foreign_old)
+        .unwrap()
+        .set_modified(an_hour_ago)
+        .unwrap();
     remove_stale(&dir);
-    let (own_left, foreign_left) = (own.exists(), foreign.exists());
-    let _ = fs::remove_dir(&foreign);
-    let _ = fs::remove_dir(&own);
-    assert!(!own_left, "a dead process of our namespace: removed");
-    assert!(
-        foreign_left,
-        "pid {dead} may live in its own namespace: kept"
+    let left = [own.exists(), foreign.exists(), foreign_old.exists()];
+    for d in [&own, &foreign, &foreign_old] {
+        let _ = fs::remove_dir(d);
+    }
+    assert_eq!(
+        left,
+        [false, true, false],
+        "removed: a dead process's of our namespace, and an hour-old one of another; kept: \
+         a fresh one of another namespace, where pid {dead} may live"
     );
 }

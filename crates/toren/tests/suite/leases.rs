@@ -53,7 +53,9 @@ fn unshare_args(mount_proc: bool) -> Vec<&'static str> {
     } else {
         vec!["--user", "--map-root-user"]
     };
-    args.extend(["--pid", "--fork", "--kill-child"]);
+    // When unshare is killed, toren gets SIGTERM and stops cleanly (its command's cgroup
+    // removed), rather than leave a cgroup no process of its namespace will ever clean.
+    args.extend(["--pid", "--fork", "--kill-child=SIGTERM"]);
     if mount_proc {
         args.push("--mount-proc");
     }
