@@ -256,3 +256,15 @@ fn answers_piped_into_stdin_approve_nothing() {
     );
     assert!(!toren.workspace(&run).join("piped.txt").exists());
 }
+
+#[test]
+fn the_answer_into_a_pipe_is_the_models_answer_exactly() {
+    // stdout is the command's data: rendered on a terminal (above), exact into a pipe.
+    let toren = Toren::new();
+    let answer = "colour \u{1b}[31mred\u{1b}[0m \u{202e}";
+    agent(&toren, "plain", "  approval: never\n", vec![], answer);
+    let out = toren.run(&["run", "plain", "--input", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("{answer}\n"));
+    assert_eq!(raw_controls(&text(&out.stderr)), Vec::<char>::new());
+}

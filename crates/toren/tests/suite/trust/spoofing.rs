@@ -6,8 +6,8 @@
 //! `toren events`), in the command's output (`✓` lines, events), in the model's streamed
 //! text and final answer (the terminal, stdout, `runs show`), in a tool name and a path the
 //! tools echo in their errors (`✗` lines, events), and in a model provider's error (the
-//! run's failure reason, the error report of a run stopped by an outage, `runs show`,
-//! `runs list`, `events`). Every one of those surfaces, read byte for byte on a
+//! run's failure reason and `toren run --json`'s outcome, the warnings and error report of a
+//! run stopped by an outage, `runs show`, `runs list`, `events`). Every one of those surfaces, read byte for byte on a
 //! pseudo-terminal or from the command's stdout, must hold none of them raw; the approval
 //! prompt must show each made visible and flag it; `--json` output must be the same data.
 
@@ -271,6 +271,7 @@ fn provider_errors(backend: &Backend) -> usize {
     };
     let fake = FakeAnthropic::start(vec![
         status(400, None),
+        status(400, None),
         status(529, Some(0)),
         status(529, Some(0)),
         status(529, Some(0)),
@@ -287,6 +288,20 @@ fn provider_errors(backend: &Backend) -> usize {
     assert_eq!(code.code(), Some(1), "{screen}");
     assert_clean("a run failed by the provider", &screen);
     assert!(screen.contains("failed: model call failed"), "{screen}");
+
+    let term = Terminal::spawn(&toren, &["run", "claude", "--input", "probe", "--json"]);
+    let (code, screen) = term.finish();
+    assert_eq!(code.code(), Some(1), "{screen}");
+    assert_clean("a run failed by the provider (`toren run --json`)", &screen);
+    let outcome: Value = screen
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no JSON outcome:\n{screen}"));
+    assert!(
+        outcome["output"].as_str().unwrap().contains(&all),
+        "the same data: {outcome}"
+    );
     let run = toren.newest_run().unwrap();
     let (show, _) = read_views(&toren, &run);
     assert!(
@@ -299,5 +314,5 @@ fn provider_errors(backend: &Backend) -> usize {
     assert_eq!(code.code(), Some(1), "{screen}");
     assert_clean("the error report of a stopped run", &screen);
     assert!(screen.contains("error: "), "{screen}");
-    8 * sequences().len()
+    9 * sequences().len()
 }
