@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 
 use bollard::container::{AttachContainerResults, LogOutput};
 use futures::StreamExt;
@@ -126,32 +127,51 @@ impl Session {
         answer
     }
 
-    /// Tells the helper to kill request `id`'s command, in the background (this runs
-    /// from a destructor). The line starts with a newline, which ends whatever part of a
-    /// request line a dropped write left behind; the helper skips empty lines.
+    /// Tells the helper to kill request `id`'s command. This runs from a destructor, maybe
+    /// just before the process exits (its runtime then drops pending tasks), so the line is
+    /// written on the spot when the connection takes it without waiting, as it nearly
+    /// always does; only what it does not take goes out from a task. The line starts with a
+    /// newline, which ends whatever part of a request line a dropped write left behind (the
+    /// helper skips empty lines).
     fn cancel(&self, id: &str) {
         if lock(&self.pending).closed {
             return;
         }
+        let Ok(json) = serde_json::to_vec(&Cancel {
+            cancel: id.to_owned(),
+        }) else {
+            return;
+        };
+        let mut line = b"\n".to_vec();
+        line.extend(json);
+        line.push(b'\n');
+        let held = Arc::clone(&self.input).try_lock_owned().ok();
+        let held = match held {
+            Some(mut held) => {
+                let written = write_now(held.as_mut(), &line);
+                line.drain(..written);
+                if line.is_empty() && flush_now(held.as_mut()) {
+                    tracing::debug!(container = %self.container, id, "cancelled a command nobody waits for");
+                    return;
+                }
+                Some(held)
+            }
+            None => None,
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::warn!(container = %self.container, id, "cannot cancel a command outside the runtime");
             return;
         };
-        let mut line = b"\n".to_vec();
-        match serde_json::to_vec(&Cancel {
-            cancel: id.to_owned(),
-        }) {
-            Ok(json) => line.extend(json),
-            Err(_) => return,
-        }
-        line.push(b'\n');
-        let input = Arc::clone(&self.input);
-        let (container, id) = (self.container.clone(), id.to_owned());
+        let (input, container, id) = (
+            Arc::clone(&self.input),
+            self.container.clone(),
+            id.to_owned(),
+        );
         runtime.spawn(async move {
-            let mut input = input.lock().await;
-            let sent = match input.write_all(&line).await {
-                Ok(()) => input.flush().await,
-                Err(e) => Err(e),
+            // The rest under the lock already held, if any: no other line may cut into it.
+            let sent = match held {
+                Some(mut held) => finish_line(&mut held, &line).await,
+                None => finish_line(&mut *input.lock().await, &line).await,
             };
             match sent {
                 Ok(()) => tracing::debug!(%container, %id, "cancelled a command nobody waits for"),
@@ -190,6 +210,33 @@ impl Drop for Session {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+async fn finish_line(
+    output: &mut Pin<Box<dyn AsyncWrite + Send>>,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    output.write_all(bytes).await?;
+    output.flush().await
+}
+
+/// Writes what `output` takes of `bytes` without waiting; returns how much.
+fn write_now(mut output: Pin<&mut (dyn AsyncWrite + Send)>, bytes: &[u8]) -> usize {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut written = 0;
+    while written < bytes.len() {
+        match output.as_mut().poll_write(&mut cx, &bytes[written..]) {
+            Poll::Ready(Ok(n)) if n > 0 => written += n,
+            Poll::Ready(_) | Poll::Pending => break,
+        }
+    }
+    written
+}
+
+/// Flushes `output` if it can without waiting.
+fn flush_now(output: Pin<&mut (dyn AsyncWrite + Send)>) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    matches!(output.poll_flush(&mut cx), Poll::Ready(Ok(())))
 }
 
 /// Splits the container's stdout into response lines until the stream ends.
