@@ -2,7 +2,7 @@
 //! approval prompts, one-line summaries of events, and the log lines of `TOREN_LOG`. Data
 //! for scripts goes to stdout in the commands themselves.
 //!
-//! Every message goes out through [`say!`] (or [`LogWriter`]), which renders it with
+//! Every message goes out through [`say!`] (or [`log::LogWriter`]), which renders it with
 //! `toren-display`: whatever a model, a sandbox or a provider put into it — a command, a
 //! path, a tool's output, the model's text, an error — is shown, never obeyed (no escape
 //! sequence, control, bidirectional or invisible character reaches the terminal raw).
@@ -13,6 +13,7 @@
     reason = "this module is the human-facing output"
 )]
 
+mod log;
 mod prompt;
 
 use std::borrow::Cow;
@@ -26,6 +27,7 @@ use toren_display::{findings, hidden_count, visible, visible_lines};
 use toren_protocol::{AgentSpec, Event, EventKind, RunId};
 use toren_worker::Observer;
 
+pub(crate) use log::LogWriter;
 pub(crate) use prompt::TerminalApprover;
 
 /// `eprintln!` for people: the whole message rendered so that nothing in it can drive
@@ -370,35 +372,27 @@ impl Observer for StderrObserver {
     }
 }
 
-/// Where `TOREN_LOG` lines go: stderr, each line rendered like every other message (log
-/// fields may quote a model's or a sandbox's text). Used without ANSI colours.
-pub(crate) struct LogWriter;
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
 
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
-    type Writer = LogLine;
+    use super::*;
 
-    fn make_writer(&'a self) -> LogLine {
-        LogLine(Vec::new())
-    }
-}
-
-/// One log line, written to stderr when it is complete.
-pub(crate) struct LogLine(Vec<u8>);
-
-impl Write for LogLine {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
+    #[test]
+    fn a_command_block_shows_every_line_and_flags_hidden_characters() {
+        assert_eq!(
+            command_block("cd /tmp\nrm -rf x\u{202e} #\r"),
+            "    $ cd /tmp\n    > rm -rf x⟨U+202E⟩ #⟨CR⟩\n    (the command has 2 lines, each shown after $ or >)\n  ⚠ this command contains 2 hidden or control characters (⟨U+202E⟩ ⟨CR⟩), shown as ⟨…⟩: read it with care\n"
+        );
+        assert_eq!(command_block("ls -la"), "    $ ls -la\n");
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for LogLine {
-    fn drop(&mut self) {
-        let text = String::from_utf8_lossy(&self.0);
-        let _ = std::io::stderr().write_all(visible_lines(&text).as_bytes());
+    #[test]
+    fn one_line_forms_mark_newlines_and_controls() {
+        assert_eq!(
+            command_line("echo a\necho b\u{1b}[2K", 160),
+            "echo a⟨LF⟩echo b⟨ESC⟩[2K  [⚠ 1 hidden or control character(s)]"
+        );
+        assert_eq!(one_line("a \n\t b\r\u{85}", 160), "a b⟨CR⟩⟨U+0085⟩");
     }
 }
