@@ -187,4 +187,10 @@ pub struct RunFailed {
 pub struct RunCancelled {
     #[serde(default)]
     pub reason: String,
+    /// Who cancelled it (a user name), when a person did; since v1, absent in older events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// Through which front door (`cli`, `api`, …), when a person did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }

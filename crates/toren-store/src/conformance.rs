@@ -7,10 +7,11 @@
 //! Checks that involve lease expiry take that clock and move it forward instead of sleeping;
 //! every lease they take lasts a minute, far longer than a check runs. The suite is compiled
 //! into the library (not `cfg(test)`) so other backends' crates can call it, and it uses
-//! nothing but `assert!`. The basic log rules live here; approvals, leases and concurrent writers have
-//! their own modules.
+//! nothing but `assert!`. The basic log rules live here; approvals, cancellation, leases and
+//! concurrent writers have their own modules.
 
 mod approvals;
+mod cancel;
 mod concurrency;
 mod fixtures;
 mod leases;
@@ -31,6 +32,9 @@ pub use approvals::{
     a_reused_call_id_is_decided_by_its_latest_request, decision_on_ended_run_is_refused,
     decision_without_request_is_refused, first_decision_wins,
     pending_calls_are_decided_independently,
+};
+pub use cancel::{
+    a_held_run_is_cancelled_without_its_lease, ended_and_unknown_runs_are_not_cancelled,
 };
 pub use concurrency::{
     concurrent_appenders_get_one_winner_per_seq, concurrent_decisions_get_one_winner,
@@ -61,6 +65,8 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     decision_on_ended_run_is_refused(s).await;
     pending_calls_are_decided_independently(s).await;
     a_reused_call_id_is_decided_by_its_latest_request(s).await;
+    a_held_run_is_cancelled_without_its_lease(s).await;
+    ended_and_unknown_runs_are_not_cancelled(s).await;
     leases_are_renewed_and_released(s, clock).await;
     a_live_lease_keeps_other_holders_out(s, clock).await;
     an_expired_lease_can_be_taken_over(s, clock).await;

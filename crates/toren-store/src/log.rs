@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use jiff::Timestamp;
-use toren_protocol::{ApprovalDecided, Event, EventKind, RunCreated, RunId, RunStatus};
+use toren_protocol::{
+    ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
+};
 
 use crate::{Lease, LeaseInfo, Result};
 
@@ -111,6 +113,15 @@ pub trait EventLog: Send + Sync {
     /// the run and whatever seq the caller last saw: it is how another terminal answers a
     /// waiting run. The run's driver sees the decision as a `Conflict` on its next append.
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event>;
+
+    /// Cancels the run, atomically: appends `run_cancelled` after whatever the log holds,
+    /// which ends the run (its lease is released and no one can lease it again). Needs no
+    /// lease: any front door may cancel a run whoever drives it; the driver sees the end as
+    /// a `Conflict` or `RunEnded` on its next write, or by watching [`run`](Self::run)'s
+    /// status, and stops. A run that has already ended is
+    /// [`Error::RunEnded`](crate::Error::RunEnded); an unknown run is
+    /// [`Error::RunNotFound`](crate::Error::RunNotFound).
+    async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event>;
 
     /// Gives `holder` the run's lease for `ttl`, with a token higher than any the run had.
     /// Fails with [`Error::Leased`](crate::Error::Leased) while another holder's lease is

@@ -134,6 +134,8 @@ pub(super) fn run_failed() -> EventKind {
 pub(super) fn run_cancelled() -> EventKind {
     EventKind::RunCancelled(RunCancelled {
         reason: "cancelled from the CLI".to_owned(),
+        by: None,
+        via: None,
     })
 }
 

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use toren_protocol::{ApprovalDecided, Event, EventKind, RunCreated, RunId, RunStatus};
+use toren_protocol::{
+    ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
+};
 
 use super::SqliteStore;
 use super::batch::Batch;
@@ -179,6 +181,19 @@ impl EventLog for SqliteStore {
         let mut batch = Batch::new(run_id, self.clock.now(), state.last_seq, state.status);
         let event = batch
             .push(&mut tx, EventKind::ApprovalDecided(decision))
+            .await?;
+        batch.finish(&mut tx).await?;
+        tx.commit().await?;
+        Ok(event)
+    }
+
+    async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
+        let mut tx = self.begin_write().await?;
+        let state = run_state(&mut tx, run_id).await?;
+        state.refuse_if_ended(run_id)?;
+        let mut batch = Batch::new(run_id, self.clock.now(), state.last_seq, state.status);
+        let event = batch
+            .push(&mut tx, EventKind::RunCancelled(cancelled))
             .await?;
         batch.finish(&mut tx).await?;
         tx.commit().await?;

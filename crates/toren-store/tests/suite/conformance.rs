@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use toren_protocol::{ApprovalDecided, Event, EventKind, RunCreated, RunId};
+use toren_protocol::{ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId};
 use toren_store::{EventLog, Lease, Result, RunSummary, SqliteStore, TestClock, conformance};
 
 use super::common::{temp_store_with_clock, url_in};
@@ -160,6 +160,10 @@ impl EventLog for Alternating {
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
         self.pick().decide_approval(run_id, decision).await
+    }
+
+    async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
+        self.pick().cancel_run(run_id, cancelled).await
     }
 
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {

@@ -375,6 +375,8 @@ fn expected() -> Vec<Event> {
             "2026-03-14T11:47:02.33Z",
             EventKind::RunCancelled(RunCancelled {
                 reason: s("cancelled from the CLI"),
+                by: None,
+                via: None,
             }),
         ),
     ]

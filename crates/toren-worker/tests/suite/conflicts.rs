@@ -76,6 +76,14 @@ impl EventLog for ConflictOnce {
         self.inner.decide_approval(run_id, decision).await
     }
 
+    async fn cancel_run(
+        &self,
+        run_id: &RunId,
+        cancelled: toren_protocol::RunCancelled,
+    ) -> toren_store::Result<Event> {
+        self.inner.cancel_run(run_id, cancelled).await
+    }
+
     async fn acquire_lease(
         &self,
         run_id: &RunId,
