@@ -126,7 +126,8 @@ fn a_scripted_agent_works_in_its_workspace_and_the_log_shows_it() {
             "network": false,
             "approval": "never",
             "env": [],
-            "limits": {"cpu_secs": 600, "memory": 2147483648_u64, "pids": 512}
+            "limits": {"cpu_secs": 600, "memory": 2147483648_u64, "pids": 512},
+            "workspace": ws.display().to_string(),
         })
     );
     assert_eq!(events[0]["input"], "do the work");
