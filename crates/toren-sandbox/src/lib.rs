@@ -19,4 +19,6 @@ pub use local::{
 };
 pub use pinned::pinned_workspace;
 pub use sandbox::{ExecOutput, ExecRequest, MAX_COMMAND_BYTES, Sandbox, check_command};
-pub use workspace::{EntryInfo, EntryKind, SANDBOX_WORKDIR, WORKSPACE_DIR, Workspace, workspace_path};
+pub use workspace::{
+    EntryInfo, EntryKind, SANDBOX_WORKDIR, WORKSPACE_DIR, Workspace, workspace_path,
+};
