@@ -198,6 +198,7 @@ fn an_approved_call_that_keeps_dying_is_given_up_too() {
             call_id: "call_1".into(),
             tool: "bash".into(),
             command: "echo hi".into(),
+            attempt: 1,
         }),
         EventKind::ApprovalDecided(toren_protocol::ApprovalDecided {
             call_id: "call_1".into(),

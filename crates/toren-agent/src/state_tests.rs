@@ -27,6 +27,7 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
             env: vec![],
             limits: Default::default(),
             workspace: None,
+            on_interrupt: Default::default(),
         }),
         input: "do it".into(),
     })
@@ -189,6 +190,7 @@ fn bash_waits_for_approval_and_file_tools_do_not() {
         call_id: "call_1".into(),
         tool: "bash".into(),
         command: "echo hi".into(),
+        attempt: 1,
     }));
     let waiting = state(kinds.clone());
     assert_eq!(waiting.status, RunStatus::AwaitingApproval);
@@ -234,6 +236,7 @@ fn a_denial_is_recorded_as_the_result_without_running() {
             call_id: "call_1".into(),
             tool: "bash".into(),
             command: "echo hi".into(),
+            attempt: 1,
         }),
         EventKind::ApprovalDecided(ApprovalDecided {
             call_id: "call_1".into(),

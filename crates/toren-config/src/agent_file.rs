@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use serde_saphyr::{Location, Spanned};
-use toren_protocol::{AgentSpec, ApprovalPolicy, ResourceLimits, SandboxSpec};
+use toren_protocol::{AgentSpec, ApprovalPolicy, OnInterrupt, ResourceLimits, SandboxSpec};
 
 use crate::diagnostic::{Diagnostic, Position};
 use crate::error::{Error, Result};
@@ -245,7 +245,7 @@ impl Checker<'_> {
                 sandbox.referenced,
                 format!("`sandbox` must be true, false or a mapping, found {found}"),
                 "`sandbox: true` gives the agent a sandbox with the defaults; a mapping sets \
-                 `image`, `network`, `approval`, `env` and `limits`",
+                 `image`, `network`, `approval`, `env`, `limits` and `on_interrupt`",
             )),
         }
     }
@@ -283,6 +283,21 @@ impl Checker<'_> {
                 }
             },
         };
+        let on_interrupt = match mapping.on_interrupt {
+            None => OnInterrupt::default(),
+            Some(on_interrupt) => match on_interrupt.value.as_str() {
+                "rerun" => OnInterrupt::Rerun,
+                "ask" => OnInterrupt::Ask,
+                other => {
+                    return Err(self.error_with_help(
+                        on_interrupt.referenced,
+                        format!("`on_interrupt` must be `rerun` or `ask`, found `{other}`"),
+                        "`rerun` runs a bash call interrupted mid-command again on resume (at-least-once); \
+                         `ask` has a human approve it first",
+                    ));
+                }
+            },
+        };
         let env = self.env(mapping.env.unwrap_or_default())?;
         let limits = match mapping.limits {
             None => ResourceLimits::default(),
@@ -294,6 +309,7 @@ impl Checker<'_> {
             approval,
             env,
             limits,
+            on_interrupt,
         })
     }
 

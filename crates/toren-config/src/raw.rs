@@ -47,6 +47,8 @@ pub(crate) struct RawSandboxMapping {
     pub(crate) env: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub(crate) limits: Option<Spanned<RawLimits>>,
+    #[serde(default)]
+    pub(crate) on_interrupt: Option<Spanned<String>>,
 }
 
 /// `limits:` inside `sandbox:` — a mapping, or something else to report.

@@ -54,6 +54,13 @@ pub struct SandboxSpec {
     /// Resources each command may use; specs pinned before limits existed get the defaults.
     #[serde(default)]
     pub limits: ResourceLimits,
+    /// What to do with a bash call interrupted mid-command, on resume.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_interrupt: OnInterrupt,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// What one sandboxed command (with everything it starts) may use. Backends enforce what
@@ -105,6 +112,27 @@ impl fmt::Display for ApprovalPolicy {
     }
 }
 
+/// What happens on resume to a bash call that was started and never completed (the process
+/// driving it died mid-command).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnInterrupt {
+    /// Run it again (at-least-once; the default).
+    #[default]
+    Rerun,
+    /// Ask a human first: the command may already have had effects.
+    Ask,
+}
+
+impl fmt::Display for OnInterrupt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Rerun => "rerun",
+            Self::Ask => "ask",
+        })
+    }
+}
+
 /// The sandbox policy a run was created under: the spec's demands plus the backend the
 /// operator picked. Recorded in `run_created`; never re-resolved for that run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,4 +154,7 @@ pub struct ResolvedPolicy {
     /// `None` in runs created before it was pinned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Pinned like the rest; runs created before it existed re-run interrupted calls.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_interrupt: OnInterrupt,
 }

@@ -124,6 +124,18 @@ pub struct ApprovalRequested {
     pub tool: String,
     /// The exact command the human is asked to approve.
     pub command: String,
+    /// The attempt of the call this approves: 1 for a new call; more when a call that was
+    /// interrupted mid-command asks before it runs again (`on_interrupt: ask`).
+    #[serde(default = "first_attempt", skip_serializing_if = "is_first_attempt")]
+    pub attempt: u32,
+}
+
+fn first_attempt() -> u32 {
+    1
+}
+
+fn is_first_attempt(attempt: &u32) -> bool {
+    *attempt == 1
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

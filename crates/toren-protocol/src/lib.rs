@@ -13,7 +13,9 @@ mod message;
 mod status;
 mod tool_args;
 
-pub use agent::{AgentSpec, ApprovalPolicy, ResolvedPolicy, ResourceLimits, SandboxSpec};
+pub use agent::{
+    AgentSpec, ApprovalPolicy, OnInterrupt, ResolvedPolicy, ResourceLimits, SandboxSpec,
+};
 pub use event::{
     ApprovalDecided, ApprovalRequested, EVENT_FORMAT_VERSION, Event, EventKind, ModelResponded,
     RunCancelled, RunCompleted, RunCreated, RunFailed, SandboxProvisioned, ToolCompleted,

@@ -58,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
         env: Vec::new(),
         limits: ResourceLimits::default(),
         workspace: None,
+        on_interrupt: Default::default(),
     };
 
     // Container start to first output: open a run's sandbox and time its first command.

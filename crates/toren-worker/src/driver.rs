@@ -174,6 +174,7 @@ impl RunDriver {
                     call_id: call.id,
                     tool: call.name,
                     command,
+                    attempt: 1,
                 });
                 self.append(lease, state, vec![kind]).await?;
             }

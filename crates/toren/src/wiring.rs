@@ -181,6 +181,7 @@ pub(crate) fn resolve_policy(
         env: sandbox.env.clone(),
         limits: sandbox.limits,
         workspace: None,
+        on_interrupt: sandbox.on_interrupt,
     }))
 }
 

@@ -251,6 +251,12 @@ fn names_turn_limits_and_approvals_are_validated() {
             13,
         ),
         (
+            "on_interrupt_unknown",
+            "name: a\nmodel: anthropic/m\nsandbox:\n  on_interrupt: retry\n",
+            4,
+            17,
+        ),
+        (
             "instructions_empty",
             "name: a\nmodel: anthropic/m\ninstructions: ''\n",
             3,

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use pretty_assertions::assert_eq;
 use toren_config::{load_agent, parse_agent};
-use toren_protocol::{AgentSpec, ApprovalPolicy, ResourceLimits, SandboxSpec};
+use toren_protocol::{AgentSpec, ApprovalPolicy, OnInterrupt, ResourceLimits, SandboxSpec};
 
 fn parse(yaml: &str) -> AgentSpec {
     match parse_agent(Path::new("agents/x.yaml"), yaml) {
@@ -44,6 +44,7 @@ fn sandbox_true_means_every_default() {
                 pids: 512,
                 cpu_secs: 600,
             },
+            on_interrupt: OnInterrupt::Rerun,
         })
     );
 }
@@ -81,6 +82,7 @@ sandbox:
     - MY_APP_DB_URL
     - _PRIVATE_TOKEN2
   limits: {memory: 512MiB, pids: 64, cpu_secs: 30}
+  on_interrupt: ask
 max_turns: 7
 ";
     assert_eq!(
@@ -99,6 +101,7 @@ max_turns: 7
                     pids: 64,
                     cpu_secs: 30,
                 },
+                on_interrupt: OnInterrupt::Ask,
             }),
             max_turns: 7,
             source: None,

@@ -176,6 +176,7 @@ pub(crate) fn policy() -> ResolvedPolicy {
         env: Vec::new(),
         limits: ResourceLimits::default(),
         workspace: None,
+        on_interrupt: Default::default(),
     }
 }
 

@@ -32,6 +32,7 @@ async fn fixture(limits: ResourceLimits) -> Fixture {
         env: Vec::new(),
         limits,
         workspace: None,
+        on_interrupt: Default::default(),
     };
     let sandbox = backend
         .open(&RunId::new(), &policy, Vec::new())

@@ -34,6 +34,7 @@ async fn fixture_with(network: bool, env: Vec<(String, String)>) -> Fixture {
         env: env.iter().map(|(name, _)| name.clone()).collect(),
         limits: Default::default(),
         workspace: None,
+        on_interrupt: Default::default(),
     };
     let sandbox = backend(&root)
         .open(&RunId::new(), &policy, env)
@@ -232,6 +233,7 @@ async fn invalid_granted_variables_are_refused() {
         env: vec!["A=B".to_owned()],
         limits: Default::default(),
         workspace: None,
+        on_interrupt: Default::default(),
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
     let err = backend(&root)

@@ -45,6 +45,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
                 approval: ApprovalPolicy::Always,
                 env: vec!["GITHUB_TOKEN".to_owned()],
                 limits: Default::default(),
+                on_interrupt: Default::default(),
             }),
             max_turns: AgentSpec::DEFAULT_MAX_TURNS,
             source: Some("/srv/agents/conformance-agent.yaml".to_owned()),
@@ -57,6 +58,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             env: vec!["GITHUB_TOKEN".to_owned()],
             limits: Default::default(),
             workspace: None,
+            on_interrupt: Default::default(),
         }),
         input: input.to_owned(),
     }
@@ -88,6 +90,7 @@ pub(super) fn approval_requested(call_id: &str) -> EventKind {
         call_id: call_id.to_owned(),
         tool: "bash".to_owned(),
         command: "ls -la".to_owned(),
+        attempt: 1,
     })
 }
 

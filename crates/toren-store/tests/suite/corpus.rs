@@ -130,6 +130,7 @@ fn expected() -> Vec<Event> {
         env: vec![s("GITHUB_TOKEN")],
         limits: Default::default(),
         workspace: None,
+        on_interrupt: Default::default(),
     };
     let answer = "There are 42 Rust files in the project.";
     vec![
@@ -150,6 +151,7 @@ fn expected() -> Vec<Event> {
                         approval: ApprovalPolicy::Always,
                         env: vec![s("GITHUB_TOKEN")],
                         limits: Default::default(),
+                        on_interrupt: Default::default(),
                     }),
                     max_turns: 50,
                     source: Some(s("/home/ana/agents/repo-helper.yaml")),
@@ -198,6 +200,7 @@ fn expected() -> Vec<Event> {
                 call_id: s(call),
                 tool: s("bash"),
                 command: s(find),
+                attempt: 1,
             }),
         ),
         event(
@@ -297,6 +300,7 @@ fn expected() -> Vec<Event> {
                         approval: ApprovalPolicy::Always,
                         env: vec![],
                         limits: Default::default(),
+                        on_interrupt: Default::default(),
                     }),
                     max_turns: 50,
                     source: None,
@@ -309,6 +313,7 @@ fn expected() -> Vec<Event> {
                     env: vec![],
                     limits: Default::default(),
                     workspace: None,
+                    on_interrupt: Default::default(),
                 }),
                 input: s("Free some disk space."),
             }),
@@ -343,6 +348,7 @@ fn expected() -> Vec<Event> {
                 call_id: s("call_7Hq2"),
                 tool: s("bash"),
                 command: s("rm -rf ~/*"),
+                attempt: 1,
             }),
         ),
         event(

@@ -36,6 +36,7 @@ fn approval_requested(call_id: &str) -> EventKind {
         call_id: call_id.into(),
         tool: "bash".into(),
         command: "make test".into(),
+        attempt: 1,
     })
 }
 

@@ -34,6 +34,7 @@ impl Fixture {
             env: Vec::new(),
             limits: Default::default(),
             workspace: None,
+            on_interrupt: Default::default(),
         };
         let sandbox = backend
             .open(&RunId::new(), &policy, Vec::new())

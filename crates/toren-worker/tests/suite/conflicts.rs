@@ -161,6 +161,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: Default::default(),
+        on_interrupt: Default::default(),
     };
     let created = RunCreated {
         agent: AgentSpec {
@@ -179,6 +180,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
             env: Vec::new(),
             limits: Default::default(),
             workspace: None,
+            on_interrupt: Default::default(),
         }),
         input: "go".into(),
     };

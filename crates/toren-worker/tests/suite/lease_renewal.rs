@@ -190,6 +190,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         env: Vec::new(),
         limits: Default::default(),
         workspace: None,
+        on_interrupt: Default::default(),
     };
     let created = RunCreated {
         agent: AgentSpec {
@@ -202,6 +203,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
                 approval: ApprovalPolicy::Never,
                 env: Vec::new(),
                 limits: Default::default(),
+                on_interrupt: Default::default(),
             }),
             max_turns: 10,
             source: None,

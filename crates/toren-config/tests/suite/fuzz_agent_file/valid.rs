@@ -34,6 +34,7 @@ pub(super) fn valid_spec() -> impl Strategy<Value = AgentSpec> {
             approval,
             env,
             limits,
+            on_interrupt: Default::default(),
         });
     (
         "[A-Za-z0-9][A-Za-z0-9_-]{0,63}",
