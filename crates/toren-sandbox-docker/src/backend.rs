@@ -1,14 +1,16 @@
 //! [`DockerBackend`]: the connection to the daemon (API version negotiated once), the
 //! startup check, and opening one run's sandbox — the workspace now, the container lazily
-//! at its first command. Also removes a finished run's container. The reaper's listing
-//! and sweeping live in `reaper`.
+//! at its first command. Also removes a finished run's container. It is the worker's
+//! [`SandboxBackend`] as it is (`open`, and `finish` removing the container). The reaper's
+//! listing and sweeping live in `reaper`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use bollard::Docker;
 use toren_protocol::{ResolvedPolicy, RunId};
-use toren_sandbox::Sandbox;
+use toren_sandbox::{Sandbox, SandboxBackend};
 
 use crate::container;
 use crate::error::{Error, Result};
@@ -152,6 +154,27 @@ impl DockerBackend {
     pub async fn remove_run(&self, run: &RunId) -> Result<bool> {
         let name = container_name(&self.settings.instance, run.as_str());
         container::remove(&self.docker, &name).await
+    }
+}
+
+#[async_trait]
+impl SandboxBackend for DockerBackend {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    async fn open(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> toren_sandbox::Result<Arc<dyn Sandbox>> {
+        Ok(DockerBackend::open(self, run, policy, env).await?)
+    }
+
+    async fn finish(&self, run: &RunId) -> toren_sandbox::Result<()> {
+        self.remove_run(run).await?;
+        Ok(())
     }
 }
 

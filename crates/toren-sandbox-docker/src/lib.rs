@@ -3,8 +3,9 @@
 //! One container per run, over the run's workspace bind-mounted at `/workspace`; created
 //! lazily at the run's first command, recreated around the same workspace whenever it is
 //! gone or stopped, removed when the run finishes ([`DockerBackend::remove_run`]) or by the
-//! reaper ([`DockerBackend::reap`]). File tools use the workspace through the same
-//! capability handle as the local backend.
+//! reaper ([`DockerBackend::reap`]). [`DockerBackend`] is a `toren_sandbox::SandboxBackend`
+//! itself, so a worker holds it like any other backend. File tools use the workspace
+//! through the same capability handle as the local backend.
 //!
 //! Commands do not go through `docker exec`: the container's PID 1 is `toren-exec`, a
 //! small static helper bind-mounted read-only from the host (build it with

@@ -3,22 +3,29 @@
 //! A [`Workspace`] is a run's directory, opened as a capability handle (`cap-std`): every
 //! path is resolved beneath it and escapes (`..`, absolute paths, symlinks leading out) are
 //! refused by the kernel, not by string checks. A [`Sandbox`] runs commands confined to one
-//! workspace. Backends: [`LocalBackend`] (bubblewrap). The crate knows nothing of approvals
-//! or the event log.
+//! workspace; a [`SandboxBackend`] opens the sandbox of a run and lets go of it when the run
+//! ends. Backends implement it on their own type: [`LocalBackend`] (bubblewrap) here, the
+//! docker backend in `toren-sandbox-docker`. The crate knows nothing of approvals or the
+//! event log.
 
+mod backend;
 mod error;
 mod local;
 mod pinned;
 mod sandbox;
 mod workspace;
 
+pub use backend::SandboxBackend;
 pub use error::{Error, Result};
 pub use local::{
-    BwrapSpec, Enforcement, HostLayout, LimitEnforcement, LimitHit, LocalBackend, LocalSettings,
-    RootEntry, SANDBOX_PATH, SHELL, SHM_SIZE, bwrap_argv, sandbox_env,
+    BwrapSpec, Enforcement, HostLayout, LimitEnforcement, LocalBackend, LocalSettings, RootEntry,
+    SHELL, bwrap_argv, sandbox_env,
 };
 pub use pinned::pinned_workspace;
-pub use sandbox::{ExecOutput, ExecRequest, MAX_COMMAND_BYTES, Sandbox, check_command};
+pub use sandbox::{
+    ExecOutput, ExecRequest, LimitHit, MAX_COMMAND_BYTES, SANDBOX_PATH, SHM_SIZE, Sandbox,
+    check_command,
+};
 pub use workspace::{
     EntryInfo, EntryKind, SANDBOX_WORKDIR, WORKSPACE_DIR, Workspace, workspace_path,
 };

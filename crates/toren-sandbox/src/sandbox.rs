@@ -1,6 +1,9 @@
 //! The [`Sandbox`] trait: what every backend offers the tools — a workspace and a way to
-//! run one shell command confined to it. Backends (`local`, later docker and E2B) implement
-//! it; the tools crate uses it without knowing which backend runs underneath.
+//! run one shell command confined to it — and the backend-neutral types of a command's
+//! request and result ([`ExecRequest`], [`ExecOutput`], [`LimitHit`]) and of what a command
+//! sees ([`SANDBOX_PATH`], [`SHM_SIZE`]). Backends (`local`,
+//! docker, later E2B) implement it; the tools crate uses it without knowing which backend
+//! runs underneath.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,8 +11,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
-use crate::local::LimitHit;
 use crate::workspace::Workspace;
+
+/// `PATH` inside every sandbox, whichever backend runs it.
+pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The most a sandbox's `/dev/shm` may hold, as docker's default (and never more than the
+/// memory limit).
+pub const SHM_SIZE: u64 = 64 * 1024 * 1024;
 
 /// The longest command a sandbox accepts, in bytes: the command travels as one argument,
 /// and Linux refuses arguments over 128 KiB.
@@ -39,6 +48,32 @@ pub struct ExecOutput {
     pub timed_out: bool,
     /// Resource limits the command ran into (empty if none, or if the backend cannot tell).
     pub limits_hit: Vec<LimitHit>,
+}
+
+/// A resource limit a command ran into, for the model to read. Any backend that can tell
+/// reports it (the local backend from its cgroups, docker from the container's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitHit {
+    /// The memory limit was reached and the kernel killed a process of the command.
+    Memory { limit: u64 },
+    /// The process limit was reached: a fork failed.
+    Pids { limit: u32 },
+}
+
+impl fmt::Display for LimitHit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory { limit } => write!(
+                f,
+                "the command reached its memory limit of {} MiB and the kernel killed a process",
+                limit / (1024 * 1024)
+            ),
+            Self::Pids { limit } => write!(
+                f,
+                "the command reached its limit of {limit} processes: starting another failed"
+            ),
+        }
+    }
 }
 
 /// A place where commands run confined to one workspace. `Debug` output must never show

@@ -20,5 +20,7 @@ pub mod holder;
 
 pub use driver::{Outcome, RunDriver, WorkerConfig};
 pub use error::Error;
-pub use hooks::{Approver, Decision, Observer, SandboxBackend};
+pub use hooks::{Approver, Decision, Observer};
+/// Re-exported for the worker's users while they move to `toren_sandbox::SandboxBackend`.
+pub use toren_sandbox::SandboxBackend;
 pub use unreplayable::fail_if_unreplayable;

@@ -5,5 +5,6 @@ mod isolation;
 mod ownership;
 mod reaper;
 mod recreate;
+mod seam;
 mod spec;
 mod support;

@@ -13,14 +13,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::sandbox::{SANDBOX_PATH, SHM_SIZE};
 use crate::workspace::SANDBOX_WORKDIR;
 
 /// The shell every command runs under. `/bin/bash` resolves on merged-`/usr` hosts
 /// (through the `/bin` symlink) and on split ones alike.
 pub const SHELL: &str = "/bin/bash";
-
-/// `PATH` inside the sandbox.
-pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The host's top-level program and library directories, mirrored into the sandbox.
 const ROOT_DIRS: [&str; 6] = ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"];
@@ -121,9 +119,6 @@ pub struct BwrapSpec<'a> {
     /// The shell command to run.
     pub command: &'a str,
 }
-
-/// The most `/dev/shm` may hold, as docker's default.
-pub const SHM_SIZE: u64 = 64 * 1024 * 1024;
 
 /// The arguments to pass to `bwrap` (without the program name) to run `spec.command`.
 pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {

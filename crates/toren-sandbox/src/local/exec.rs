@@ -26,9 +26,9 @@ use tokio::time::Instant;
 
 use toren_protocol::ResourceLimits;
 
-use super::limits::{LimitHit, Prepared};
+use super::limits::Prepared;
 use crate::error::{Error, Result};
-use crate::sandbox::{ExecOutput, ExecRequest};
+use crate::sandbox::{ExecOutput, ExecRequest, LimitHit};
 use toren_exec::Capture;
 
 const READ_CHUNK: usize = 64 * 1024;

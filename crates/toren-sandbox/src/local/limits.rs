@@ -66,31 +66,6 @@ impl fmt::Display for LimitEnforcement {
     }
 }
 
-/// A limit a command ran into, for the model to read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LimitHit {
-    /// The memory limit was reached and the kernel killed a process of the command.
-    Memory { limit: u64 },
-    /// The process limit was reached: a fork failed.
-    Pids { limit: u32 },
-}
-
-impl fmt::Display for LimitHit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Memory { limit } => write!(
-                f,
-                "the command reached its memory limit of {} MiB and the kernel killed a process",
-                limit / (1024 * 1024)
-            ),
-            Self::Pids { limit } => write!(
-                f,
-                "the command reached its limit of {limit} processes: starting another failed"
-            ),
-        }
-    }
-}
-
 /// The host's means of limiting commands, found once.
 #[derive(Clone, Debug)]
 pub(crate) struct Limiter {

@@ -20,16 +20,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use toren_protocol::{ResolvedPolicy, ResourceLimits, RunId};
 
-pub use argv::{
-    BwrapSpec, HostLayout, RootEntry, SANDBOX_PATH, SHELL, SHM_SIZE, bwrap_argv, sandbox_env,
-};
-pub use limits::{Enforcement, LimitEnforcement, LimitHit};
+pub use argv::{BwrapSpec, HostLayout, RootEntry, SHELL, bwrap_argv, sandbox_env};
+pub use limits::{Enforcement, LimitEnforcement};
 
 use limits::Limiter;
 
+use crate::backend::SandboxBackend;
 use crate::error::{Error, Result};
-use crate::sandbox::{ExecOutput, ExecRequest, Sandbox, check_command};
 use crate::pinned::pinned_workspace;
+use crate::sandbox::{ExecOutput, ExecRequest, Sandbox, check_command};
 use crate::workspace::Workspace;
 
 /// Where `bwrap` is looked for when the settings name no path.
@@ -189,6 +188,24 @@ impl LocalBackend {
             },
         })
     }
+}
+
+#[async_trait]
+impl SandboxBackend for LocalBackend {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    async fn open(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>> {
+        LocalBackend::open(self, run, policy, env).await
+    }
+
+    // `finish` keeps the default: a local sandbox holds nothing between commands.
 }
 
 /// The seccomp filter in a pipe whose read end is inheritable, for [`LocalBackend::check`].

@@ -2,4 +2,5 @@ mod argv;
 mod fuzz_paths;
 mod limits;
 mod local;
+mod seam;
 mod workspace;

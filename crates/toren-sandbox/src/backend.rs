@@ -1,0 +1,36 @@
+//! The [`SandboxBackend`] trait: how a worker opens the sandbox of a run and lets go of it
+//! when the run ends. Each backend implements it on its own type — [`crate::LocalBackend`]
+//! here, `DockerBackend` in `toren-sandbox-docker` — so a worker holds any of them as
+//! `Arc<dyn SandboxBackend>` and picks one by the name a run's pinned policy records.
+//! The [`crate::Sandbox`] it opens is what the tools use.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use toren_protocol::{ResolvedPolicy, RunId};
+
+use crate::error::Result;
+use crate::sandbox::Sandbox;
+
+/// Opens sandboxes of one backend.
+#[async_trait]
+pub trait SandboxBackend: Send + Sync {
+    /// The backend's name as recorded in policies (`local`, `docker`, …).
+    fn name(&self) -> &'static str;
+
+    /// Opens (creating if needed) the sandbox of `run` over its pinned workspace. `env`
+    /// holds the granted variables' values; they reach commands through their environment
+    /// only, never an argv or the log (I-7).
+    async fn open(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>>;
+
+    /// The run has ended: let go of what its sandbox holds (e.g. remove its container).
+    /// The workspace always stays (I-1). Failures are reported, never fatal.
+    async fn finish(&self, _run: &RunId) -> Result<()> {
+        Ok(())
+    }
+}
