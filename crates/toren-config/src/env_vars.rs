@@ -65,6 +65,41 @@ pub const TOREN_EXEC_HELPER: EnvVar = EnvVar {
     secret: false,
 };
 
+pub const TOREN_LEASE_TTL: EnvVar = EnvVar {
+    name: "TOREN_LEASE_TTL",
+    default: Some("30s"),
+    description: "How long a run's lease outlives its holder's last heartbeat (renewed every \
+                  third of it): a run whose host vanished is resumable after this long. A \
+                  duration such as `30s`, `2m` or `1h`, from 1s to 24h.",
+    secret: false,
+};
+
+pub const TOREN_MAX_TOKENS: EnvVar = EnvVar {
+    name: "TOREN_MAX_TOKENS",
+    default: Some("8192"),
+    description: "The most tokens a model may answer with per call (`max_tokens`), a whole \
+                  number from 1 to 1000000.",
+    secret: false,
+};
+
+pub const TOREN_APPROVAL_POLL: EnvVar = EnvVar {
+    name: "TOREN_APPROVAL_POLL",
+    default: Some("200ms"),
+    description: "How often a run waiting for approval looks for a decision made by another \
+                  process (`toren approve`). A duration such as `200ms` or `1s`, from 10ms \
+                  to 60s.",
+    secret: false,
+};
+
+pub const TOREN_LOG: EnvVar = EnvVar {
+    name: "TOREN_LOG",
+    default: Some("warn"),
+    description: "Which diagnostics reach stderr: tracing filter directives, e.g. `info`, \
+                  `toren_sandbox=info` or `warn,toren_worker=debug`. A value that does not \
+                  parse fails at startup.",
+    secret: false,
+};
+
 pub const DOCKER_HOST: EnvVar = EnvVar {
     name: "DOCKER_HOST",
     default: Some("unix:///var/run/docker.sock"),
@@ -122,6 +157,22 @@ pub const HOME: EnvVar = EnvVar {
     secret: false,
 };
 
+pub const USER: EnvVar = EnvVar {
+    name: "USER",
+    default: Some("$LOGNAME, else unknown"),
+    description: "Who decides, as recorded in `approval_decided` when a person approves or \
+                  denies from this process (`toren approve`, `toren deny`, the terminal \
+                  prompt).",
+    secret: false,
+};
+
+pub const LOGNAME: EnvVar = EnvVar {
+    name: "LOGNAME",
+    default: None,
+    description: "The user's login name; only used when `USER` is unset.",
+    secret: false,
+};
+
 /// Every variable Toren reads, in documentation order.
 pub const ENV_VARS: &[EnvVar] = &[
     TOREN_HOME,
@@ -130,6 +181,10 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_SANDBOX,
     TOREN_SANDBOX_ROOT,
     TOREN_EXEC_HELPER,
+    TOREN_LEASE_TTL,
+    TOREN_MAX_TOKENS,
+    TOREN_APPROVAL_POLL,
+    TOREN_LOG,
     DOCKER_HOST,
     E2B_API_KEY,
     ANTHROPIC_API_KEY,
@@ -138,6 +193,8 @@ pub const ENV_VARS: &[EnvVar] = &[
     OPENAI_BASE_URL,
     OLLAMA_HOST,
     HOME,
+    USER,
+    LOGNAME,
 ];
 
 /// The registered variable called `name`.

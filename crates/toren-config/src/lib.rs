@@ -23,4 +23,6 @@ pub use env_vars::{ENV_VARS, EnvVar};
 pub use error::{Error, Result};
 pub use limits::{MAX_CPU_SECS, MAX_PIDS, MIN_MEMORY, MIN_PIDS};
 pub use lookup::{AGENT_FILE_NAME, AgentEntry, AgentRef, find_agent, list_agents, resolve_agent};
-pub use settings::{SandboxChoice, Secret, Settings};
+pub use settings::{
+    APPROVAL_POLL_RANGE, LEASE_TTL_RANGE, MAX_TOKENS_RANGE, SandboxChoice, Secret, Settings,
+};

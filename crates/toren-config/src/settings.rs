@@ -3,11 +3,13 @@
 //! [`Settings::from_lookup`] reads only the variables declared in `env_vars` and turns them
 //! into plain values with the documented defaults; a wrong value fails here, at startup,
 //! with a message naming the fix. The binary passes the process environment; tests pass a
-//! map. Credentials are held in [`Secret`] so `Debug` output never shows them.
+//! map. Credentials are held in [`Secret`] so `Debug` output never shows them. Durations
+//! are written like `30s`, `2m` or `200ms` (jiff's friendly format; ISO 8601 `PT30S` too).
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::env_vars::{self, EnvVar};
 use crate::error::{Error, Result};
@@ -40,7 +42,30 @@ pub struct Settings {
     pub openai_base_url: String,
     /// With a scheme, without a trailing `/`.
     pub ollama_host: String,
+    /// `TOREN_LEASE_TTL`: how long a run's lease outlives its holder's last heartbeat.
+    pub lease_ttl: Duration,
+    /// `TOREN_MAX_TOKENS`: `max_tokens` of each model call.
+    pub max_tokens: u32,
+    /// `TOREN_APPROVAL_POLL`: how often a waiting run looks for another process's decision.
+    pub approval_poll: Duration,
+    /// `TOREN_LOG`: tracing filter directives for diagnostics on stderr. The binary checks
+    /// their syntax (this crate does not know tracing's).
+    pub log: String,
+    /// Who decides approvals made from this process: `USER`, else `LOGNAME`, else `unknown`.
+    pub user: String,
 }
+
+/// The bounds of `TOREN_LEASE_TTL`: under a second the heartbeat (every third of it) would
+/// race the database; a day is already long to wait for a vanished host.
+pub const LEASE_TTL_RANGE: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(24 * 60 * 60));
+
+/// The bounds of `TOREN_APPROVAL_POLL`.
+pub const APPROVAL_POLL_RANGE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_secs(60));
+
+/// The bounds of `TOREN_MAX_TOKENS`.
+pub const MAX_TOKENS_RANGE: (u32, u32) = (1, 1_000_000);
 
 impl Settings {
     /// Resolves the settings from `lookup` (a variable name → its value); empty values
@@ -109,9 +134,82 @@ impl Settings {
                 read(&env_vars::OPENAI_BASE_URL),
             )?,
             ollama_host: http_url(&env_vars::OLLAMA_HOST, Some(ollama_host))?,
+            lease_ttl: duration(
+                &env_vars::TOREN_LEASE_TTL,
+                read(&env_vars::TOREN_LEASE_TTL),
+                LEASE_TTL_RANGE,
+            )?,
+            max_tokens: count(
+                &env_vars::TOREN_MAX_TOKENS,
+                read(&env_vars::TOREN_MAX_TOKENS),
+                MAX_TOKENS_RANGE,
+            )?,
+            approval_poll: duration(
+                &env_vars::TOREN_APPROVAL_POLL,
+                read(&env_vars::TOREN_APPROVAL_POLL),
+                APPROVAL_POLL_RANGE,
+            )?,
+            log: Self::log_filter(&lookup),
+            user: read(&env_vars::USER)
+                .or_else(|| read(&env_vars::LOGNAME))
+                .unwrap_or_else(|| "unknown".to_owned()),
             home,
         })
     }
+
+    /// `TOREN_LOG` alone (empty counts as unset), for the diagnostics writer that starts
+    /// before the other settings are resolved: a command that fails on them still logs.
+    pub fn log_filter(lookup: impl Fn(&str) -> Option<String>) -> String {
+        let var = &env_vars::TOREN_LOG;
+        lookup(var.name)
+            .filter(|value| !value.is_empty())
+            .unwrap_or_else(|| var.default.unwrap_or_default().to_owned())
+    }
+}
+
+/// `value` (or the variable's default) as a duration within `range`.
+fn duration(
+    var: &'static EnvVar,
+    value: Option<String>,
+    (min, max): (Duration, Duration),
+) -> Result<Duration> {
+    let text = value.unwrap_or_else(|| var.default.unwrap_or_default().to_owned());
+    let parsed = text
+        .trim()
+        .parse::<jiff::SignedDuration>()
+        .ok()
+        .and_then(|d| Duration::try_from(d).ok())
+        .filter(|d| (min..=max).contains(d));
+    parsed.ok_or_else(|| Error::InvalidSetting {
+        var: var.name,
+        value: text,
+        expected: format!(
+            "a duration from {} to {}, written with its unit (`ms`, `s`, `m` or `h`), e.g. `{}`",
+            friendly(min),
+            friendly(max),
+            var.default.unwrap_or_default(),
+        ),
+    })
+}
+
+/// `value` (or the variable's default) as a whole number within `range`.
+fn count(var: &'static EnvVar, value: Option<String>, (min, max): (u32, u32)) -> Result<u32> {
+    let text = value.unwrap_or_else(|| var.default.unwrap_or_default().to_owned());
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| Error::InvalidSetting {
+            var: var.name,
+            value: text,
+            expected: format!("a whole number from {min} to {max}"),
+        })
+}
+
+/// A duration as people write it: `1s`, `24h`, `10ms`.
+fn friendly(duration: Duration) -> String {
+    jiff::SignedDuration::try_from(duration)
+        .map_or_else(|_| format!("{duration:?}"), |d| format!("{d:#}"))
 }
 
 /// `value` (or the variable's default) checked to be an http(s) URL, trailing `/` removed.

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use insta::assert_snapshot;
 use pretty_assertions::assert_eq;
@@ -34,6 +35,11 @@ fn defaults_follow_home() {
             openai_api_key: None,
             openai_base_url: "https://api.openai.com/v1".to_owned(),
             ollama_host: "http://localhost:11434".to_owned(),
+            lease_ttl: Duration::from_secs(30),
+            max_tokens: 8192,
+            approval_poll: Duration::from_millis(200),
+            log: "warn".to_owned(),
+            user: "unknown".to_owned(),
         }
     );
 }
@@ -54,6 +60,12 @@ fn every_variable_overrides_its_default() {
         ("OPENAI_API_KEY", "sk-2"),
         ("OPENAI_BASE_URL", "https://openrouter.ai/api/v1"),
         ("OLLAMA_HOST", "127.0.0.1:11500"),
+        ("TOREN_LEASE_TTL", "2m"),
+        ("TOREN_MAX_TOKENS", "1024"),
+        ("TOREN_APPROVAL_POLL", "1s"),
+        ("TOREN_LOG", "toren_sandbox=info,warn"),
+        ("USER", "ada"),
+        ("LOGNAME", "ada-login"),
     ])
     .expect("valid");
     assert_eq!(
@@ -72,6 +84,11 @@ fn every_variable_overrides_its_default() {
             openai_api_key: Some(Secret::new("sk-2")),
             openai_base_url: "https://openrouter.ai/api/v1".to_owned(),
             ollama_host: "http://127.0.0.1:11500".to_owned(),
+            lease_ttl: Duration::from_secs(120),
+            max_tokens: 1024,
+            approval_poll: Duration::from_secs(1),
+            log: "toren_sandbox=info,warn".to_owned(),
+            user: "ada".to_owned(),
         }
     );
 }
@@ -154,6 +171,113 @@ fn a_base_url_must_be_http() {
     let error = settings(&[("HOME", "/h"), ("OPENAI_BASE_URL", "api.openai.com/v1")])
         .expect_err("no scheme");
     assert_snapshot!(error.to_string());
+}
+
+#[test]
+fn durations_are_written_with_their_unit() {
+    let ttl = |value: &str| settings(&[("HOME", "/h"), ("TOREN_LEASE_TTL", value)]);
+    for (value, expected) in [
+        ("30s", Duration::from_secs(30)),
+        ("1s", Duration::from_secs(1)),
+        ("90 seconds", Duration::from_secs(90)),
+        ("1m 30s", Duration::from_secs(90)),
+        ("1500ms", Duration::from_millis(1500)),
+        ("24h", Duration::from_secs(24 * 3600)),
+        ("PT45S", Duration::from_secs(45)),
+    ] {
+        assert_eq!(
+            (value, ttl(value).expect("valid").lease_ttl),
+            (value, expected)
+        );
+    }
+    let poll = |value: &str| settings(&[("HOME", "/h"), ("TOREN_APPROVAL_POLL", value)]);
+    assert_eq!(
+        poll("50ms").expect("valid").approval_poll,
+        Duration::from_millis(50)
+    );
+    assert_eq!(
+        poll("60s").expect("valid").approval_poll,
+        Duration::from_secs(60)
+    );
+}
+
+#[test]
+fn a_bad_duration_names_the_variable_the_form_and_the_bounds() {
+    let ttl = |value: &str| settings(&[("HOME", "/h"), ("TOREN_LEASE_TTL", value)]);
+    // A bare number, a negative or zero length, one out of bounds, and words.
+    for value in ["30", "-5s", "0s", "999ms", "25h", "soon", "30 parsecs"] {
+        let error = ttl(value).expect_err(value);
+        assert!(
+            matches!(&error, Error::InvalidSetting { var: "TOREN_LEASE_TTL", value: v, .. } if v == value),
+            "{value}: {error:?}"
+        );
+    }
+    assert_snapshot!("lease_ttl_bare_number", ttl("30").unwrap_err().to_string());
+    let poll = |value: &str| settings(&[("HOME", "/h"), ("TOREN_APPROVAL_POLL", value)]);
+    for value in ["200", "5ms", "2m"] {
+        assert!(
+            matches!(
+                poll(value),
+                Err(Error::InvalidSetting {
+                    var: "TOREN_APPROVAL_POLL",
+                    ..
+                })
+            ),
+            "{value}"
+        );
+    }
+    assert_snapshot!(
+        "approval_poll_too_fast",
+        poll("5ms").unwrap_err().to_string()
+    );
+}
+
+#[test]
+fn max_tokens_is_a_positive_whole_number() {
+    let tokens = |value: &str| settings(&[("HOME", "/h"), ("TOREN_MAX_TOKENS", value)]);
+    assert_eq!(tokens("1").expect("valid").max_tokens, 1);
+    assert_eq!(tokens("1000000").expect("valid").max_tokens, 1_000_000);
+    for value in ["0", "-1", "8k", "1e4", "1000001", "99999999999"] {
+        assert!(
+            matches!(
+                tokens(value),
+                Err(Error::InvalidSetting {
+                    var: "TOREN_MAX_TOKENS",
+                    ..
+                })
+            ),
+            "{value}"
+        );
+    }
+    assert_snapshot!("max_tokens_zero", tokens("0").unwrap_err().to_string());
+}
+
+#[test]
+fn the_deciding_user_is_user_else_logname_else_unknown() {
+    let user = |vars: &[(&str, &str)]| {
+        let mut vars = vars.to_vec();
+        vars.push(("HOME", "/h"));
+        settings(&vars).expect("valid").user
+    };
+    assert_eq!(user(&[("USER", "ada"), ("LOGNAME", "lovelace")]), "ada");
+    assert_eq!(user(&[("LOGNAME", "lovelace")]), "lovelace");
+    assert_eq!(user(&[("USER", ""), ("LOGNAME", "lovelace")]), "lovelace");
+    assert_eq!(user(&[]), "unknown");
+}
+
+#[test]
+fn toren_log_is_read_on_its_own_too() {
+    let lookup =
+        |value: &'static str| move |name: &str| (name == "TOREN_LOG").then(|| value.to_owned());
+    assert_eq!(Settings::log_filter(lookup("debug")), "debug");
+    assert_eq!(
+        Settings::log_filter(lookup("")),
+        "warn",
+        "empty counts as unset"
+    );
+    assert_eq!(Settings::log_filter(|_| None), "warn");
+    let got = settings(&[("HOME", "/h"), ("TOREN_LOG", "toren_worker=debug")]).expect("valid");
+    assert_eq!(got.log, "toren_worker=debug");
 }
 
 #[test]
