@@ -1,6 +1,11 @@
-//! The actions the state machine asks the worker to carry out.
+//! The actions the state machine asks the worker to carry out. Each carries the complete
+//! event(s) to append or the complete input of the side effect, so that the worker decides
+//! nothing: it performs the I/O and appends.
 
-use toren_protocol::{RunStatus, ToolCall};
+use toren_protocol::{
+    ApprovalRequested, Message, RunCompleted, RunFailed, RunStatus, ToolCall, ToolCompleted,
+    ToolStarted,
+};
 
 /// Told to the model when a call was interrupted (recorded as started, never completed)
 /// and has been run again.
@@ -14,29 +19,71 @@ pub const MAX_TOOL_ATTEMPTS: u32 = 3;
 /// What must happen next in a run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Ask the model for the next turn, with the conversation so far.
-    CallModel,
-    /// Record `approval_requested` for this call, then wait for a decision.
-    RequestApproval { call: ToolCall, command: String },
-    /// An approval was requested and no decision is recorded yet: wait for one.
-    AwaitApproval { call: ToolCall, command: String },
-    /// The human denied the call: record its result (an error the model sees) without
+    /// Ask the model for the next turn.
+    CallModel {
+        system: String,
+        messages: Vec<Message>,
+        /// Whether the sandbox tools are offered (only to agents with a sandbox).
+        offer_tools: bool,
+    },
+    /// Append `request` (`approval_requested`), then wait for a decision.
+    RequestApproval {
+        call: ToolCall,
+        request: ApprovalRequested,
+    },
+    /// `request` is recorded and no decision is yet: wait for one.
+    AwaitApproval {
+        call: ToolCall,
+        request: ApprovalRequested,
+    },
+    /// The human denied the call: append `result` (an error the model sees) without
     /// running anything.
     RecordDenial {
         call: ToolCall,
-        reason: Option<String>,
+        result: ToolCompleted,
     },
-    /// Record `output` as the call's result (an error the model sees) without running
-    /// anything: its arguments do not decode, so there is nothing a human could approve, or
-    /// it was started [`MAX_TOOL_ATTEMPTS`] times without completing.
-    Refuse { call: ToolCall, output: String },
-    /// Record `tool_started` (attempt number given), run the tool, record `tool_completed`.
-    /// `attempt > 1` means an earlier attempt was interrupted.
-    RunTool { call: ToolCall, attempt: u32 },
-    /// The model gave its final answer: record `run_completed`.
-    Complete { output: String },
-    /// The run cannot go on: record `run_failed`.
-    Fail { error: String },
+    /// Append `result` (an error the model sees) without running anything: the agent has
+    /// no tools, the call's arguments do not decode (nothing a human could approve), or it
+    /// was started [`MAX_TOOL_ATTEMPTS`] times without completing.
+    Refuse {
+        call: ToolCall,
+        result: ToolCompleted,
+    },
+    /// Append `started`, run the tool, and append its result, with `note` (if any) put
+    /// before the tool's output. `attempt > 1` means an earlier attempt was interrupted.
+    RunTool {
+        call: ToolCall,
+        attempt: u32,
+        started: ToolStarted,
+        note: Option<&'static str>,
+    },
+    /// The model gave its final answer: append `run_completed`.
+    Complete { event: RunCompleted },
+    /// The run cannot go on: append `run_failed`.
+    Fail { event: RunFailed },
     /// The run has ended; nothing more to do.
     Finished { status: RunStatus },
+}
+
+impl Action {
+    /// The tool result to record for `call_id`, with `note` before the tool's output.
+    pub fn completed(
+        call_id: &str,
+        note: Option<&str>,
+        output: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        truncated: bool,
+    ) -> ToolCompleted {
+        ToolCompleted {
+            call_id: call_id.to_owned(),
+            output: match note {
+                Some(note) => format!("{note}\n{output}"),
+                None => output,
+            },
+            is_error,
+            exit_code,
+            truncated,
+        }
+    }
 }

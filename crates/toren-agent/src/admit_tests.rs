@@ -5,7 +5,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use toren_protocol::{ApprovalPolicy, ApprovalRequested, AssistantMessage, EventKind, ToolCall};
 
-use crate::state::tests::{call, completed, created, responded, started, state};
+use crate::state::tests::{call, completed, created, request, responded, run_tool, started, state};
 use crate::{Action, MAX_TOOL_ATTEMPTS, RunState};
 
 fn answer(ids: &[&str]) -> AssistantMessage {
@@ -75,13 +75,7 @@ fn ids_repeated_within_one_answer_are_made_unique_and_the_log_folds() {
         created(ApprovalPolicy::Never),
         responded("", admitted.tool_calls.clone()),
     ]);
-    assert_eq!(
-        s.next_action(),
-        Action::RunTool {
-            call: admitted.tool_calls[0].clone(),
-            attempt: 1
-        }
-    );
+    assert_eq!(s.next_action(), run_tool(admitted.tool_calls[0].clone(), 1));
 }
 
 #[test]
@@ -131,8 +125,8 @@ fn the_approval_shows_the_command_the_tool_will_run_even_when_encoded_twice() {
         assert_eq!(
             s.next_action(),
             Action::RequestApproval {
+                request: request(&c, shown, 1),
                 call: c,
-                command: shown.to_owned()
             }
         );
     }
@@ -153,11 +147,12 @@ fn bash_arguments_that_do_not_decode_are_refused_without_asking_or_running() {
             created(ApprovalPolicy::Always),
             responded("", vec![c.clone()]),
         ]);
-        let Action::Refuse { call, output } = s.next_action() else {
+        let Action::Refuse { call, result } = s.next_action() else {
             panic!("{arguments}: {:?}", s.next_action());
         };
         assert_eq!(call, c);
-        assert!(output.contains("`bash`"), "{output}");
+        assert!(result.output.contains("`bash`"), "{result:?}");
+        assert!(result.is_error);
     }
 }
 
@@ -171,20 +166,19 @@ fn a_call_that_never_completes_is_given_up_after_the_limit() {
     for attempt in 1..=MAX_TOOL_ATTEMPTS {
         assert_eq!(
             state(kinds.clone()).next_action(),
-            Action::RunTool {
-                call: c.clone(),
-                attempt
-            }
+            run_tool(c.clone(), attempt)
         );
         kinds.push(started("call_1", attempt));
     }
-    let Action::Refuse { call, output } = state(kinds.clone()).next_action() else {
+    let Action::Refuse { call, result } = state(kinds.clone()).next_action() else {
         panic!("{:?}", state(kinds).next_action());
     };
     assert_eq!(call, c);
     assert!(
-        output.contains("started 3 times and never completed"),
-        "{output}"
+        result
+            .output
+            .contains("started 3 times and never completed"),
+        "{result:?}"
     );
 }
 

@@ -10,6 +10,7 @@
 
 mod action;
 mod admit;
+mod decide;
 mod prompt;
 mod state;
 

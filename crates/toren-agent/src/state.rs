@@ -1,4 +1,5 @@
-//! [`RunState`]: a run folded from its events, and the decision of what comes next.
+//! [`RunState`]: a run folded from its events. What comes next is decided from it in
+//! `decide`.
 //!
 //! Folding is strict: an event that does not fit the state (a tool result for a call the
 //! model never made, a second `run_created`) is a corrupt log and an [`Error`], never
@@ -7,11 +8,9 @@
 use std::collections::{BTreeSet, HashMap};
 
 use toren_protocol::{
-    AgentSpec, ApprovalPolicy, AssistantMessage, BashArgs, Event, EventKind, Message,
-    ResolvedPolicy, RunId, RunStatus, SandboxProvisioned, ToolCall, ToolResult,
+    AgentSpec, Event, EventKind, Message, ResolvedPolicy, RunId, RunStatus, SandboxProvisioned,
+    ToolCall, ToolResult,
 };
-
-use crate::{APPROVAL_TOOLS, Action, MAX_TOOL_ATTEMPTS};
 
 /// An event log that does not describe a possible run.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
@@ -29,11 +28,29 @@ pub enum Error {
 
 /// What is known of one tool call of the current turn.
 #[derive(Clone, Debug, Default, PartialEq)]
-struct CallProgress {
-    approval_requested: bool,
-    decision: Option<(bool, Option<String>)>,
-    attempts: u32,
-    result: Option<ToolResult>,
+pub(crate) struct CallProgress {
+    /// Approval requests in order; the last one is the current one.
+    pub(crate) approvals: Vec<Approval>,
+    /// How many times it was started (the highest attempt recorded).
+    pub(crate) attempts: u32,
+    pub(crate) result: Option<ToolResult>,
+}
+
+/// One approval request of a call and its decision, if any.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Approval {
+    /// The attempt it approves (see `ApprovalRequested::attempt`).
+    pub(crate) attempt: u32,
+    pub(crate) command: String,
+    /// `(approved, reason)`.
+    pub(crate) decision: Option<(bool, Option<String>)>,
+}
+
+impl CallProgress {
+    /// The approval request for `attempt`, if one was made.
+    pub(crate) fn approval_for(&self, attempt: u32) -> Option<&Approval> {
+        self.approvals.iter().rev().find(|a| a.attempt == attempt)
+    }
 }
 
 /// A run, as its events describe it.
@@ -55,8 +72,8 @@ pub struct RunState {
     /// The failure, once failed.
     pub error: Option<String>,
     /// Tool calls of the last assistant message, in order, while some lack a result.
-    pending: Vec<ToolCall>,
-    progress: HashMap<String, CallProgress>,
+    pub(crate) pending: Vec<ToolCall>,
+    pub(crate) progress: HashMap<String, CallProgress>,
     /// Every tool call id the run has used, so that a new answer's ids can be made unique
     /// within the run (see [`RunState::admit`]).
     pub(crate) used_ids: BTreeSet<String>,
@@ -131,16 +148,29 @@ impl RunState {
                 let p = self
                     .call_mut(&a.call_id)
                     .ok_or_else(|| bad(unknown(&a.call_id)))?;
-                p.approval_requested = true;
+                if p.approvals
+                    .last()
+                    .is_some_and(|last| last.decision.is_none())
+                {
+                    return Err(bad(format!("{} already waits for a decision", a.call_id)));
+                }
+                p.approvals.push(Approval {
+                    attempt: a.attempt,
+                    command: a.command.clone(),
+                    decision: None,
+                });
             }
             EventKind::ApprovalDecided(d) => {
                 let p = self
                     .call_mut(&d.call_id)
                     .ok_or_else(|| bad(unknown(&d.call_id)))?;
-                if !p.approval_requested || p.decision.is_some() {
-                    return Err(bad(format!("no pending approval for {}", d.call_id)));
+                // A decision answers the latest request of the call (the store enforces it).
+                match p.approvals.last_mut() {
+                    Some(last) if last.decision.is_none() => {
+                        last.decision = Some((d.approved, d.reason.clone()));
+                    }
+                    _ => return Err(bad(format!("no pending approval for {}", d.call_id))),
                 }
-                p.decision = Some((d.approved, d.reason.clone()));
             }
             EventKind::ToolStarted(t) => {
                 let p = self
@@ -174,102 +204,7 @@ impl RunState {
         Ok(())
     }
 
-    /// What must happen next.
-    pub fn next_action(&self) -> Action {
-        if self.status.is_terminal() {
-            return Action::Finished {
-                status: self.status,
-            };
-        }
-        if let Some(call) = self
-            .pending
-            .iter()
-            .find(|c| self.result_of(&c.id).is_none())
-        {
-            return self.next_for_call(call);
-        }
-        match self.messages.last() {
-            Some(Message::Assistant(AssistantMessage { text, tool_calls }))
-                if tool_calls.is_empty() =>
-            {
-                Action::Complete {
-                    output: text.clone(),
-                }
-            }
-            _ if self.turns >= self.agent.max_turns => Action::Fail {
-                error: format!(
-                    "the agent reached max_turns ({}) without a final answer; raise `max_turns` in the agent file if the task needs more steps",
-                    self.agent.max_turns
-                ),
-            },
-            _ => Action::CallModel,
-        }
-    }
-
-    /// Whether the call needs a human decision under the pinned policy.
-    pub fn needs_approval(&self, call: &ToolCall) -> bool {
-        self.policy
-            .as_ref()
-            .is_some_and(|p| p.approval == ApprovalPolicy::Always)
-            && APPROVAL_TOOLS.contains(&call.name.as_str())
-    }
-
-    fn next_for_call(&self, call: &ToolCall) -> Action {
-        let progress = self.progress.get(&call.id).cloned().unwrap_or_default();
-        if self.needs_approval(call) {
-            // What the human approves is decoded by the same code as the tool will use
-            // (I-11); a call that does not decode would run nothing, so it is answered with
-            // the error without asking anyone.
-            let command = match BashArgs::decode(&call.arguments) {
-                Ok(args) => args.command,
-                Err(error) => {
-                    return Action::Refuse {
-                        call: call.clone(),
-                        output: error,
-                    };
-                }
-            };
-            match progress.decision {
-                None if progress.approval_requested => {
-                    return Action::AwaitApproval {
-                        call: call.clone(),
-                        command,
-                    };
-                }
-                None => {
-                    return Action::RequestApproval {
-                        call: call.clone(),
-                        command,
-                    };
-                }
-                Some((false, reason)) => {
-                    return Action::RecordDenial {
-                        call: call.clone(),
-                        reason,
-                    };
-                }
-                Some((true, _)) => {}
-            }
-        }
-        if progress.attempts >= MAX_TOOL_ATTEMPTS {
-            return Action::Refuse {
-                call: call.clone(),
-                output: format!(
-                    "This call was started {} times and never completed: the process running it \
-                     stopped each time before it could finish (a crash, a kill, or the host \
-                     running out of memory). It was not run again. Try a different approach, \
-                     for example smaller steps.",
-                    progress.attempts
-                ),
-            };
-        }
-        Action::RunTool {
-            call: call.clone(),
-            attempt: progress.attempts + 1,
-        }
-    }
-
-    fn result_of(&self, call_id: &str) -> Option<&ToolResult> {
+    pub(crate) fn result_of(&self, call_id: &str) -> Option<&ToolResult> {
         self.progress.get(call_id).and_then(|p| p.result.as_ref())
     }
 

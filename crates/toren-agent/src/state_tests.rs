@@ -8,6 +8,7 @@ use toren_protocol::{
 };
 
 use super::*;
+use crate::{Action, INTERRUPTED_NOTE};
 
 pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
     EventKind::RunCreated(RunCreated {
@@ -91,6 +92,30 @@ pub(crate) fn log(kinds: Vec<EventKind>) -> Vec<Event> {
         .collect()
 }
 
+/// The action that runs `call` as `attempt`.
+pub(crate) fn run_tool(call: ToolCall, attempt: u32) -> Action {
+    Action::RunTool {
+        started: ToolStarted {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            attempt,
+        },
+        call,
+        attempt,
+        note: (attempt > 1).then_some(INTERRUPTED_NOTE),
+    }
+}
+
+/// The approval request of `call` for `attempt`, showing `command`.
+pub(crate) fn request(call: &ToolCall, command: &str, attempt: u32) -> ApprovalRequested {
+    ApprovalRequested {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        command: command.into(),
+        attempt,
+    }
+}
+
 pub(crate) fn state(kinds: Vec<EventKind>) -> RunState {
     RunState::from_events(&log(kinds)).unwrap()
 }
@@ -98,7 +123,13 @@ pub(crate) fn state(kinds: Vec<EventKind>) -> RunState {
 #[test]
 fn a_new_run_calls_the_model() {
     let s = state(vec![created(ApprovalPolicy::Never)]);
-    assert_eq!(s.next_action(), Action::CallModel);
+    assert!(matches!(
+        s.next_action(),
+        Action::CallModel {
+            offer_tools: true,
+            ..
+        }
+    ));
     assert_eq!(
         s.messages,
         vec![Message::User {
@@ -115,26 +146,20 @@ fn tool_calls_run_in_order_and_results_go_back_to_the_model() {
         created(ApprovalPolicy::Never),
         responded("working", vec![a.clone(), b.clone()]),
     ];
-    assert_eq!(
-        state(kinds.clone()).next_action(),
-        Action::RunTool {
-            call: a,
-            attempt: 1
-        }
-    );
+    assert_eq!(state(kinds.clone()).next_action(), run_tool(a, 1));
     kinds.push(started("call_1", 1));
     kinds.push(completed("call_1", "wrote"));
-    assert_eq!(
-        state(kinds.clone()).next_action(),
-        Action::RunTool {
-            call: b,
-            attempt: 1
-        }
-    );
+    assert_eq!(state(kinds.clone()).next_action(), run_tool(b, 1));
     kinds.push(started("call_2", 1));
     kinds.push(completed("call_2", "read"));
     let s = state(kinds);
-    assert_eq!(s.next_action(), Action::CallModel);
+    assert!(matches!(
+        s.next_action(),
+        Action::CallModel {
+            offer_tools: true,
+            ..
+        }
+    ));
     assert_eq!(
         s.messages.last(),
         Some(&Message::ToolResults {
@@ -162,13 +187,7 @@ fn a_started_call_without_completion_is_run_again_as_a_new_attempt() {
         responded("", vec![c.clone()]),
         started("call_1", 1),
     ]);
-    assert_eq!(
-        s.next_action(),
-        Action::RunTool {
-            call: c,
-            attempt: 2
-        }
-    );
+    assert_eq!(s.next_action(), run_tool(c, 2));
 }
 
 #[test]
@@ -182,8 +201,8 @@ fn bash_waits_for_approval_and_file_tools_do_not() {
     assert_eq!(
         state(kinds.clone()).next_action(),
         Action::RequestApproval {
+            request: request(&bash, "echo hi", 1),
             call: bash.clone(),
-            command: "echo hi".into()
         }
     );
     kinds.push(EventKind::ApprovalRequested(ApprovalRequested {
@@ -197,8 +216,8 @@ fn bash_waits_for_approval_and_file_tools_do_not() {
     assert_eq!(
         waiting.next_action(),
         Action::AwaitApproval {
+            request: request(&bash, "echo hi", 1),
             call: bash.clone(),
-            command: "echo hi".into()
         }
     );
     kinds.push(EventKind::ApprovalDecided(ApprovalDecided {
@@ -208,22 +227,10 @@ fn bash_waits_for_approval_and_file_tools_do_not() {
         via: "cli".into(),
         reason: None,
     }));
-    assert_eq!(
-        state(kinds.clone()).next_action(),
-        Action::RunTool {
-            call: bash,
-            attempt: 1
-        }
-    );
+    assert_eq!(state(kinds.clone()).next_action(), run_tool(bash, 1));
     kinds.push(started("call_1", 1));
     kinds.push(completed("call_1", "hi"));
-    assert_eq!(
-        state(kinds).next_action(),
-        Action::RunTool {
-            call: write,
-            attempt: 1
-        }
-    );
+    assert_eq!(state(kinds).next_action(), run_tool(write, 1));
 }
 
 #[test]
@@ -250,7 +257,13 @@ fn a_denial_is_recorded_as_the_result_without_running() {
         s.next_action(),
         Action::RecordDenial {
             call: bash,
-            reason: Some("not now".into())
+            result: ToolCompleted {
+                call_id: "call_1".into(),
+                output: "The human denied this command; it did not run. Their reason: not now\nAdjust your approach.".into(),
+                is_error: true,
+                exit_code: None,
+                truncated: false,
+            }
         }
     );
 }
@@ -264,7 +277,9 @@ fn a_text_only_answer_completes_and_max_turns_fails() {
     assert_eq!(
         s.next_action(),
         Action::Complete {
-            output: "all done".into()
+            event: toren_protocol::RunCompleted {
+                output: "all done".into()
+            }
         }
     );
     let mut kinds = vec![created(ApprovalPolicy::Never)];
@@ -275,7 +290,7 @@ fn a_text_only_answer_completes_and_max_turns_fails() {
         kinds.push(completed(&id, "x"));
     }
     assert!(
-        matches!(state(kinds).next_action(), Action::Fail { error } if error.contains("max_turns (3)"))
+        matches!(state(kinds).next_action(), Action::Fail { event } if event.error.contains("max_turns (3)"))
     );
 }
 

@@ -162,8 +162,8 @@ async fn main() -> anyhow::Result<()> {
     let observer = Arc::new(FirstEvent(Mutex::new(None)));
     let driver = RunDriver::new(WorkerConfig {
         store: Arc::clone(&store),
-        model: Arc::new(Instant0),
-        sandbox: None,
+        models: Arc::new(Arc::new(Instant0) as Arc<dyn toren_model::ModelProvider>),
+        backends: Vec::new(),
         toolkit: Toolkit::new(ToolSettings::default()),
         env: Arc::new(|_: &str| None),
         observer: observer.clone(),

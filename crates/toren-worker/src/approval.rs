@@ -3,23 +3,22 @@
 //! where `toren approve|deny` from another terminal records it. The first decision wins.
 
 use toren_agent::RunState;
-use toren_protocol::{ApprovalDecided, ToolCall};
+use toren_protocol::{ApprovalDecided, ApprovalRequested};
 
 use crate::{Error, RunDriver};
 
 impl RunDriver {
-    /// Waits until a decision for `call` is in the log: from this process's approver if it
-    /// has one, or from anywhere else (another terminal's `toren approve`).
+    /// Waits until a decision on `request` is in the log: from this process's approver if
+    /// it has one, or from anywhere else (another terminal's `toren approve`).
     pub(crate) async fn await_decision(
         &self,
         state: &mut RunState,
-        call: &ToolCall,
-        command: &str,
+        request: &ApprovalRequested,
     ) -> Result<(), Error> {
         let run = state.run_id.clone();
         let ask = async {
             match &self.config.approver {
-                Some(approver) => approver.ask(&run, &call.id, command).await,
+                Some(approver) => approver.ask(&run, request).await,
                 None => None,
             }
         };
@@ -28,9 +27,7 @@ impl RunDriver {
         let mut announced = false;
         loop {
             if !asking && !announced {
-                self.config
-                    .observer
-                    .awaiting_approval(&run, &call.id, command);
+                self.config.observer.awaiting_approval(&run, request);
                 announced = true;
             }
             tokio::select! {
@@ -38,7 +35,7 @@ impl RunDriver {
                     asking = false;
                     if let Some(d) = decision {
                         let decided = ApprovalDecided {
-                            call_id: call.id.clone(),
+                            call_id: request.call_id.clone(),
                             approved: d.approved,
                             by: d.by,
                             via: d.via,

@@ -29,9 +29,15 @@ pub enum Error {
         error: toren_model::Error,
     },
     #[error(
-        "run {run} needs a sandbox but this process has no sandbox backend; set TOREN_SANDBOX=local"
+        "run {run} needs the `{backend}` sandbox backend, which this process does not serve; run it where that backend is set up (TOREN_SANDBOX={backend})"
     )]
-    NoSandbox { run: String },
+    NoSandbox { run: String, backend: String },
+    #[error("run {run} cannot be driven here: {source}")]
+    NoModel {
+        run: String,
+        #[source]
+        source: toren_model::Error,
+    },
     #[error("run {run} cannot go on: {source}; it was left as it is")]
     WorkspaceMissing {
         run: String,

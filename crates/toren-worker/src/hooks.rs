@@ -1,18 +1,42 @@
 //! The seams between the worker and its front doors: how a front door watches a run
-//! ([`Observer`]) and answers approvals on the spot ([`Approver`]). How sandboxes are
+//! ([`Observer`]) and answers approvals on the spot ([`Approver`]), and how a run's model
+//! provider is made from its agent spec ([`ModelFactory`]). How sandboxes are
 //! opened is `toren_sandbox::SandboxBackend`, implemented by the backends themselves.
 
 use async_trait::async_trait;
-use toren_protocol::{ApprovalRequested, Event, RunId};
+use std::path::Path;
+use std::sync::Arc;
+
+use toren_model::{ModelProvider, ProviderSettings};
+use toren_protocol::{AgentSpec, ApprovalRequested, Event, RunId};
 
 /// Watches a run as it is driven. Every method has a default that does nothing.
 pub trait Observer: Send + Sync {
-    /// Streamed model text, for display only.
-    fn text(&self, _delta: &str) {}
+    /// Streamed model text of `run`, for display only.
+    fn text(&self, _run: &RunId, _delta: &str) {}
     /// An event was committed to the log.
     fn event(&self, _event: &Event) {}
     /// The run now waits for a decision on `request` that no [`Approver`] gave.
     fn awaiting_approval(&self, _run: &RunId, _request: &ApprovalRequested) {}
+}
+
+/// Several observers watching the same runs, told in order.
+pub struct Observers(pub Vec<Arc<dyn Observer>>);
+
+impl Observer for Observers {
+    fn text(&self, run: &RunId, delta: &str) {
+        self.0.iter().for_each(|o| o.text(run, delta));
+    }
+
+    fn event(&self, event: &Event) {
+        self.0.iter().for_each(|o| o.event(event));
+    }
+
+    fn awaiting_approval(&self, run: &RunId, request: &ApprovalRequested) {
+        self.0
+            .iter()
+            .for_each(|o| o.awaiting_approval(run, request));
+    }
 }
 
 /// A human decision made through a front door.
@@ -34,4 +58,29 @@ pub trait Approver: Send + Sync {
     /// cannot answer (e.g. its input closed); the run then waits for a decision from
     /// elsewhere.
     async fn ask(&self, run: &RunId, request: &ApprovalRequested) -> Option<Decision>;
+}
+
+/// Builds a run's model provider from its pinned agent spec (by the `provider/…` prefix of
+/// `agent.model`).
+pub trait ModelFactory: Send + Sync {
+    fn model(&self, agent: &AgentSpec) -> Result<Arc<dyn ModelProvider>, toren_model::Error>;
+}
+
+/// The providers of `toren-model`, configured once for every agent.
+impl ModelFactory for ProviderSettings {
+    fn model(&self, agent: &AgentSpec) -> Result<Arc<dyn ModelProvider>, toren_model::Error> {
+        let agent_dir = agent
+            .source
+            .as_deref()
+            .map(Path::new)
+            .and_then(Path::parent);
+        toren_model::build_provider(&agent.model, agent_dir, self)
+    }
+}
+
+/// One provider for every run, whatever its spec names (tests, and hosts of one agent).
+impl ModelFactory for Arc<dyn ModelProvider> {
+    fn model(&self, _agent: &AgentSpec) -> Result<Arc<dyn ModelProvider>, toren_model::Error> {
+        Ok(Arc::clone(self))
+    }
 }

@@ -14,13 +14,14 @@ mod driver;
 mod error;
 mod heartbeat;
 mod hooks;
+mod step;
 mod unreplayable;
 
 pub mod holder;
 
-pub use driver::{Outcome, RunDriver, WorkerConfig};
+pub use driver::{Outcome, RunDriver, Worker, WorkerConfig};
 pub use error::Error;
-pub use hooks::{Approver, Decision, Observer};
+pub use hooks::{Approver, Decision, ModelFactory, Observer, Observers};
 /// Re-exported for the worker's users while they move to `toren_sandbox::SandboxBackend`.
 pub use toren_sandbox::SandboxBackend;
 pub use unreplayable::fail_if_unreplayable;

@@ -43,6 +43,8 @@ pub(crate) enum Command {
     Approve(DecideArgs),
     /// Deny a bash command a run is waiting on; the reason goes to the model.
     Deny(DenyArgs),
+    /// Cancel a run: a running command is stopped and the run cannot be resumed.
+    Cancel(CancelArgs),
     /// Validate agent files; exits non-zero if any has an error.
     Check(CheckArgs),
     /// The docker backend's containers and their reaper.
@@ -117,6 +119,18 @@ pub(crate) struct EventsArgs {
     /// Print one JSON object per line, exactly as stored.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Keep printing new events as they are appended, until the run ends.
+    #[arg(long, short = 'f')]
+    pub(crate) follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CancelArgs {
+    /// The run id.
+    pub(crate) run: String,
+    /// Why, recorded in the log.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
 }
 
 #[derive(Debug, Args)]

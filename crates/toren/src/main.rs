@@ -1,6 +1,7 @@
 //! The `toren` command. `main` is synchronous: it parses arguments, builds the Tokio
 //! runtime, runs one command and maps its result to an exit status. Which concrete
-//! backends a command uses is decided in [`wiring`] and nowhere else.
+//! backends a command uses is decided in [`wiring`] and nowhere else, and only `wiring`
+//! reads the environment (the diagnostics filter included).
 
 mod cli;
 mod commands;
@@ -17,11 +18,12 @@ use crate::exit::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let filter = match wiring::log_filter() {
+        Ok(filter) => filter,
+        Err(failure) => return failure.report(),
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOREN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(filter)
         .with_writer(printer::LogWriter)
         .with_ansi(false)
         .init();
@@ -50,9 +52,10 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Resume(args) => commands::resume::resume(args).await,
         Command::Runs(RunsCommand::List { json, limit }) => commands::runs::list(json, limit).await,
         Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(&run, json).await,
-        Command::Events(args) => commands::events::events(&args.run, args.json).await,
+        Command::Events(args) => commands::events::events(&args).await,
         Command::Approve(args) => commands::approve::decide(&args, true, None).await,
         Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,
+        Command::Cancel(args) => commands::approve::cancel(&args).await,
         Command::Check(args) => commands::check::check(&args.paths),
         Command::Sandbox(SandboxCommand::List { json }) => commands::sandbox::list(json).await,
         Command::Sandbox(SandboxCommand::Reap { dry_run }) => {

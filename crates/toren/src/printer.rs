@@ -24,7 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use toren_agent::{Action, RunState};
 use toren_display::{findings, hidden_count, visible, visible_lines};
-use toren_protocol::{AgentSpec, Event, EventKind, RunId};
+use toren_protocol::{
+    AgentSpec, ApprovalRequested, BASH, BashArgs, Event, EventKind, RunId, decode_args,
+};
 use toren_worker::Observer;
 
 pub(crate) use log::LogWriter;
@@ -87,7 +89,7 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
         state.turns
     );
     match state.next_action() {
-        Action::RunTool { call, attempt } if attempt > 1 => say!(
+        Action::RunTool { call, attempt, .. } if attempt > 1 => say!(
             "  re-running {} call {} (started but never completed; attempt {attempt}): its side effects may happen twice",
             visible(&call.name),
             visible(&call.id)
@@ -109,6 +111,13 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
         Action::RunTool { call, .. } => {
             say!("  next: {} call {}", visible(&call.name), visible(&call.id))
         }
+        Action::RequestApproval { call, request } if request.attempt > 1 => {
+            say!(
+                "  next: {} call {} was interrupted mid-execution; it asks for approval before it runs again",
+                visible(&call.name),
+                visible(&call.id)
+            );
+        }
         Action::RequestApproval { call, .. } => {
             say!(
                 "  next: approval of {} call {}",
@@ -116,9 +125,20 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
                 visible(&call.id)
             );
         }
-        Action::CallModel => say!("  next: a model call"),
+        Action::CallModel { .. } => say!("  next: a model call"),
         Action::Complete { .. } | Action::Fail { .. } | Action::Finished { .. } => {}
     }
+}
+
+/// Streamed model text of a followed run, rendered (nothing in it is obeyed).
+pub(crate) fn stream(text: &str) {
+    eprint!("{}", visible_lines(text));
+    let _ = std::io::stderr().flush();
+}
+
+/// Ends a line of streamed text before the next event is shown.
+pub(crate) fn end_stream() {
+    eprintln!();
 }
 
 pub(crate) fn failed(run_id: &RunId, error: &str) {
@@ -272,6 +292,12 @@ pub(crate) fn command_block(command: &str) -> String {
     block
 }
 
+/// The `path` of a file tool's arguments, for progress lines.
+#[derive(serde::Deserialize)]
+struct PathArg {
+    path: String,
+}
+
 /// Shows a run's progress on stderr as it is driven.
 pub(crate) struct StderrObserver {
     /// Whether streamed text left the cursor mid-line.
@@ -297,7 +323,7 @@ impl StderrObserver {
 }
 
 impl Observer for StderrObserver {
-    fn text(&self, delta: &str) {
+    fn text(&self, _run: &RunId, delta: &str) {
         // Rendered character by character, so a sequence split across deltas is caught too.
         eprint!("{}", visible_lines(delta));
         let _ = std::io::stderr().flush();
@@ -311,13 +337,15 @@ impl Observer for StderrObserver {
             EventKind::ModelResponded(m) => {
                 if let Ok(mut calls) = self.calls.lock() {
                     for c in &m.message.tool_calls {
-                        let shown = match c.arguments.get("command").and_then(|v| v.as_str()) {
-                            Some(cmd) => format!("$ {}", command_line(cmd, 160)),
-                            None => one_line(
-                                c.arguments
-                                    .get("path")
-                                    .and_then(|v| v.as_str())
-                                    .unwrap_or(""),
+                        // Decoded as the tools decode them (toren-protocol's decoder).
+                        let shown = match BashArgs::decode(&c.arguments) {
+                            Ok(args) if c.name == BASH => {
+                                format!("$ {}", command_line(&args.command, 160))
+                            }
+                            _ => one_line(
+                                &decode_args::<PathArg>(&c.name, "", &c.arguments)
+                                    .map(|a| a.path)
+                                    .unwrap_or_default(),
                                 160,
                             ),
                         };
@@ -362,12 +390,17 @@ impl Observer for StderrObserver {
         }
     }
 
-    fn awaiting_approval(&self, run: &RunId, call_id: &str, command: &str) {
+    fn awaiting_approval(&self, run: &RunId, request: &ApprovalRequested) {
         self.finish_line();
-        let call = visible(call_id);
+        let call = visible(&request.call_id);
+        let what = if request.attempt > 1 {
+            "a bash command interrupted mid-execution (it may already have had some of its effects) to run again"
+        } else {
+            "a bash command"
+        };
         say!(
-            "run {run} is waiting for approval of a bash command (call {call}):\n{}  approve: toren approve {run} {call}\n  deny:    toren deny {run} {call} --reason \"...\"",
-            command_block(command)
+            "run {run} is waiting for approval of {what} (call {call}):\n{}  approve: toren approve {run} {call}\n  deny:    toren deny {run} {call} --reason \"...\"",
+            command_block(&request.command)
         );
     }
 }

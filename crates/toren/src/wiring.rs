@@ -1,24 +1,45 @@
 //! The one place that reads the process environment and picks concrete backends: the
-//! settings, the SQLite event log, the sandbox backend and the model provider.
+//! settings (the diagnostics filter among them), the SQLite event log, the sandbox backend
+//! and the model provider. Everything below receives resolved values.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use async_trait::async_trait;
 use toren_config::{SandboxChoice, Settings};
-use toren_model::{ModelProvider, ProviderSettings};
-use toren_protocol::{AgentSpec, ResolvedPolicy, RunId};
-use toren_sandbox::{LocalBackend, LocalSettings, Sandbox};
+use toren_model::ProviderSettings;
+use toren_protocol::{AgentSpec, ResolvedPolicy};
+use toren_runtime::{PolicySettings, RunService, ServiceSettings};
+use toren_sandbox::{LocalBackend, LocalSettings, SandboxBackend};
 use toren_sandbox_docker::{DEFAULT_IMAGE, DockerBackend, DockerSettings};
 use toren_store::{EventLog, SqliteStore};
-use toren_worker::SandboxBackend;
+use toren_worker::ModelFactory as _;
+use tracing_subscriber::EnvFilter;
 
 use crate::exit::Failure;
 
 /// Resolves settings from the environment; a bad value is a usage error (exit 2).
 pub(crate) fn settings() -> Result<Settings, Failure> {
-    Settings::from_lookup(|name| std::env::var(name).ok()).map_err(Failure::usage)
+    Settings::from_lookup(process_env).map_err(Failure::usage)
+}
+
+/// The diagnostics filter (`TOREN_LOG`), resolved before any command so that every command
+/// logs, those failing on the other settings too. Filters that do not parse are a usage
+/// error (exit 2), not silently replaced.
+pub(crate) fn log_filter() -> Result<EnvFilter, Failure> {
+    let directives = Settings::log_filter(process_env);
+    EnvFilter::try_new(&directives).map_err(|e| {
+        Failure::usage(anyhow!(
+            "{}={directives} is not valid: expected tracing filter directives such as `warn`, \
+             `info` or `warn,toren_sandbox=info` ({e})",
+            toren_config::env_vars::TOREN_LOG.name
+        ))
+    })
+}
+
+/// A variable of this process's environment, as the settings registry reads it.
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 /// Looks a variable up in this process's environment (for granted sandbox variables).
@@ -78,14 +99,14 @@ pub(crate) async fn sandbox_backend(
             });
             backend.check().map_err(Failure::usage)?;
             Ok(Backend {
-                seam: Arc::new(Local(backend)),
+                seam: Arc::new(backend),
                 docker: None,
             })
         }
         DockerBackend::NAME => {
             let backend = docker(settings).await?;
             Ok(Backend {
-                seam: Arc::new(Docker(backend.clone())),
+                seam: Arc::new(backend.clone()),
                 docker: Some(backend),
             })
         }
@@ -154,43 +175,37 @@ pub(crate) fn instance(settings: &Settings) -> String {
     format!("toren-{hash:016x}")
 }
 
-/// The policy a new run of `agent` is pinned to, or a usage error if the agent needs a
-/// sandbox this process cannot give it.
-pub(crate) fn resolve_policy(
-    agent: &AgentSpec,
-    settings: &Settings,
-) -> Result<Option<ResolvedPolicy>, Failure> {
-    let Some(sandbox) = &agent.sandbox else {
-        return Ok(None);
-    };
+/// The run service over `store`, with the operator's choice of sandbox backend.
+pub(crate) fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
     let backend = match settings.sandbox {
-        SandboxChoice::Local => LocalBackend::NAME,
-        SandboxChoice::Docker => DockerBackend::NAME,
-        SandboxChoice::None => {
-            return Err(Failure::usage(anyhow!(
-                "agent `{}` has a sandbox, but sandboxes are disabled (TOREN_SANDBOX=none); set TOREN_SANDBOX=local to run it on this machine with bubblewrap",
-                agent.name
-            )));
-        }
+        SandboxChoice::Local => Some(LocalBackend::NAME.to_owned()),
+        SandboxChoice::Docker => Some(DockerBackend::NAME.to_owned()),
+        SandboxChoice::None => None,
     };
-    Ok(Some(ResolvedPolicy {
-        backend: backend.to_owned(),
-        image: sandbox.image.clone(),
-        network: sandbox.network,
-        approval: sandbox.approval,
-        env: sandbox.env.clone(),
-        limits: sandbox.limits,
-        workspace: None,
-        on_interrupt: sandbox.on_interrupt,
-    }))
+    RunService::new(
+        store,
+        ServiceSettings {
+            policy: PolicySettings {
+                backend,
+                sandbox_root: settings.sandbox_root.clone(),
+            },
+            lease_ttl: settings.lease_ttl,
+            follow_poll: settings.approval_poll,
+            streams: Some(settings.home.join("streams")),
+        },
+    )
 }
 
-/// The model provider for `agent`; a missing key is a usage error naming the variable.
-pub(crate) fn model(
-    agent: &AgentSpec,
-    settings: &Settings,
-) -> Result<Arc<dyn ModelProvider>, Failure> {
-    let provider_settings = ProviderSettings {
+/// The run service, from the environment's settings and store.
+pub(crate) async fn service() -> Result<RunService, Failure> {
+    let settings = settings()?;
+    let store = store(&settings).await?;
+    Ok(service_with(&settings, store))
+}
+
+/// The model providers every run's spec picks from, with the operator's keys and URLs.
+pub(crate) fn models(settings: &Settings) -> ProviderSettings {
+    ProviderSettings {
         anthropic_api_key: settings
             .anthropic_api_key
             .as_ref()
@@ -202,54 +217,14 @@ pub(crate) fn model(
             .map(|k| k.expose().to_owned()),
         openai_base_url: settings.openai_base_url.clone(),
         ollama_host: settings.ollama_host.clone(),
-    };
-    let agent_dir = agent
-        .source
-        .as_deref()
-        .map(Path::new)
-        .and_then(Path::parent);
-    toren_model::build_provider(&agent.model, agent_dir, &provider_settings)
+    }
+}
+
+/// Checks that `agent`'s model provider can be built here; a missing key is a usage error
+/// naming the variable.
+pub(crate) fn check_model(agent: &AgentSpec, settings: &Settings) -> Result<(), Failure> {
+    models(settings)
+        .model(agent)
+        .map(drop)
         .map_err(|e| Failure::usage(anyhow!(e).context(format!("agent `{}`", agent.name))))
-}
-
-/// The docker backend behind the worker's backend seam.
-struct Docker(DockerBackend);
-
-#[async_trait]
-impl SandboxBackend for Docker {
-    fn name(&self) -> &'static str {
-        DockerBackend::NAME
-    }
-
-    async fn open(
-        &self,
-        run: &RunId,
-        policy: &ResolvedPolicy,
-        env: Vec<(String, String)>,
-    ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error> {
-        self.0.open(run, policy, env).await.map_err(Into::into)
-    }
-
-    async fn finish(&self, run: &RunId) -> Result<(), toren_sandbox::Error> {
-        self.0.remove_run(run).await.map(drop).map_err(Into::into)
-    }
-}
-
-/// The local (bubblewrap) backend behind the worker's backend seam.
-struct Local(LocalBackend);
-
-#[async_trait]
-impl SandboxBackend for Local {
-    fn name(&self) -> &'static str {
-        "local"
-    }
-
-    async fn open(
-        &self,
-        run: &RunId,
-        policy: &ResolvedPolicy,
-        env: Vec<(String, String)>,
-    ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error> {
-        self.0.open(run, policy, env).await
-    }
 }

@@ -14,10 +14,10 @@ use toren_protocol::{
     AgentSpec, ApprovalDecided, ApprovalPolicy, Event, EventKind, ResolvedPolicy, RunCreated,
     RunId, RunStatus, SandboxSpec,
 };
-use toren_sandbox::{LocalBackend, LocalSettings, Sandbox};
+use toren_sandbox::{LocalBackend, LocalSettings};
 use toren_store::{EventLog, Lease, RunSummary, SqliteStore};
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Outcome, RunDriver, SandboxBackend, WorkerConfig, holder};
+use toren_worker::{Outcome, RunDriver, WorkerConfig, holder};
 
 /// The real store, except that the first append of a batch holding an event of kind
 /// `conflict_on` fails with `Conflict` and writes nothing.
@@ -114,24 +114,6 @@ impl EventLog for ConflictOnce {
     }
 }
 
-struct Local(LocalBackend);
-
-#[async_trait]
-impl SandboxBackend for Local {
-    fn name(&self) -> &'static str {
-        LocalBackend::NAME
-    }
-
-    async fn open(
-        &self,
-        run: &RunId,
-        policy: &ResolvedPolicy,
-        env: Vec<(String, String)>,
-    ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error> {
-        self.0.open(run, policy, env).await
-    }
-}
-
 struct NoObserver;
 impl toren_worker::Observer for NoObserver {}
 
@@ -190,8 +172,8 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
     let (_, lease) = store.create_run(&run, created, &holder, ttl).await.unwrap();
     let driver = RunDriver::new(WorkerConfig {
         store: store.clone(),
-        model: Arc::new(model),
-        sandbox: Some(Arc::new(Local(sandbox))),
+        models: Arc::new(Arc::new(model) as Arc<dyn toren_model::ModelProvider>),
+        backends: vec![Arc::new(sandbox)],
         toolkit: Toolkit::new(ToolSettings::default()),
         env: Arc::new(|_: &str| None),
         observer: Arc::new(NoObserver),

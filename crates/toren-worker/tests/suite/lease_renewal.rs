@@ -16,10 +16,10 @@ use toren_protocol::{
     AgentSpec, ApprovalDecided, ApprovalPolicy, Event, EventKind, ResolvedPolicy, RunCreated,
     RunId, RunStatus, SandboxSpec,
 };
-use toren_sandbox::{LocalBackend, LocalSettings, Sandbox};
+use toren_sandbox::{LocalBackend, LocalSettings};
 use toren_store::{EventLog, Lease, RunSummary, SqliteStore};
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Error, Outcome, RunDriver, SandboxBackend, WorkerConfig, holder};
+use toren_worker::{Error, Outcome, RunDriver, WorkerConfig, holder};
 
 /// What `renew_lease` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,25 +135,6 @@ impl EventLog for FlakyRenewals {
     }
 }
 
-/// The bubblewrap backend behind the worker's seam.
-struct Local(LocalBackend);
-
-#[async_trait]
-impl SandboxBackend for Local {
-    fn name(&self) -> &'static str {
-        LocalBackend::NAME
-    }
-
-    async fn open(
-        &self,
-        run: &RunId,
-        policy: &ResolvedPolicy,
-        env: Vec<(String, String)>,
-    ) -> Result<Arc<dyn Sandbox>, toren_sandbox::Error> {
-        self.0.open(run, policy, env).await
-    }
-}
-
 /// A run with one bash call, created in a fresh store whose renewals behave as `renew`.
 struct Fixture {
     _dir: TempDir,
@@ -216,8 +197,8 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
     let (_, lease) = store.create_run(&run, created, &holder, ttl).await.unwrap();
     let driver = RunDriver::new(WorkerConfig {
         store: store.clone(),
-        model: Arc::new(model),
-        sandbox: Some(Arc::new(Local(sandbox))),
+        models: Arc::new(Arc::new(model) as Arc<dyn toren_model::ModelProvider>),
+        backends: vec![Arc::new(sandbox)],
         toolkit: Toolkit::new(ToolSettings::default()),
         env: Arc::new(|_: &str| None),
         observer: Arc::new(NoObserver),

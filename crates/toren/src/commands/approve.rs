@@ -1,13 +1,21 @@
-//! `toren approve RUN CALL` and `toren deny RUN CALL [--reason TEXT]`: record a decision
-//! for a waiting run, from any terminal. The first decision wins; a second is refused.
+//! `toren approve RUN CALL`, `toren deny RUN CALL [--reason TEXT]` and `toren cancel RUN
+//! [--reason TEXT]`: decide or stop a run from any terminal, through the run service. The
+//! first decision wins; a second is refused. A cancelled run stops wherever it is driven.
 
 use anyhow::anyhow;
-use toren_protocol::ApprovalDecided;
+use toren_runtime::Actor;
 
-use crate::cli::DecideArgs;
+use crate::cli::{CancelArgs, DecideArgs};
 use crate::commands::parse_run_id;
 use crate::exit::Failure;
 use crate::wiring;
+
+fn actor(user: &str) -> Actor {
+    Actor {
+        by: user.to_owned(),
+        via: "cli".to_owned(),
+    }
+}
 
 pub(crate) async fn decide(
     target: &DecideArgs,
@@ -17,15 +25,15 @@ pub(crate) async fn decide(
     let run_id = parse_run_id(&target.run)?;
     let settings = wiring::settings()?;
     let store = wiring::store(&settings).await?;
-    let decision = ApprovalDecided {
-        call_id: target.call.clone(),
-        approved,
-        by: std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned()),
-        via: "cli".to_owned(),
-        reason,
-    };
-    store
-        .decide_approval(&run_id, decision)
+    let service = wiring::service_with(&settings, store);
+    service
+        .decide(
+            &run_id,
+            &target.call,
+            approved,
+            reason,
+            &actor(&settings.user),
+        )
         .await
         .map_err(|e| Failure::failed(anyhow!(e)))?;
     #[expect(clippy::print_stderr, reason = "confirmation for people")]
@@ -33,7 +41,25 @@ pub(crate) async fn decide(
         eprintln!(
             "{} call {} of run {run_id}",
             if approved { "approved" } else { "denied" },
-            target.call
+            toren_display::visible(&target.call)
+        );
+    }
+    Ok(0)
+}
+
+pub(crate) async fn cancel(args: &CancelArgs) -> Result<u8, Failure> {
+    let run_id = parse_run_id(&args.run)?;
+    let settings = wiring::settings()?;
+    let store = wiring::store(&settings).await?;
+    let service = wiring::service_with(&settings, store);
+    service
+        .cancel(&run_id, args.reason.clone(), &actor(&settings.user))
+        .await
+        .map_err(|e| Failure::failed(anyhow!(e)))?;
+    #[expect(clippy::print_stderr, reason = "confirmation for people")]
+    {
+        eprintln!(
+            "cancelled run {run_id}; whatever it was running is stopped, and it cannot be resumed"
         );
     }
     Ok(0)

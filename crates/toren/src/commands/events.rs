@@ -1,33 +1,61 @@
-//! `toren events RUN`: the run's event log, oldest first. The human form is
-//! [`printer::describe`]'s (one line per event, nothing obeyed); `--json` escapes every
-//! control, bidirectional and invisible character (`\uXXXX`), so it is the same data and
-//! safe to print.
+//! `toren events RUN [--follow]`: the run's event log, oldest first, and with `--follow`
+//! every new event as it is appended (and the model's text as it streams) until the run
+//! ends. The human form is [`printer::describe`]'s (one line per event, nothing obeyed);
+//! `--json` escapes every control, bidirectional and invisible character (`\uXXXX`), so it
+//! is the same data and safe to print. Streamed text goes to stderr: it is not the log.
 #![expect(clippy::print_stdout, reason = "events are the command's data")]
 
 use anyhow::anyhow;
+use toren_protocol::Event;
+use toren_runtime::Followed;
 
+use crate::cli::EventsArgs;
 use crate::commands::parse_run_id;
 use crate::exit::Failure;
 use crate::{printer, wiring};
 
-pub(crate) async fn events(run: &str, as_json: bool) -> Result<u8, Failure> {
-    let run_id = parse_run_id(run)?;
-    let settings = wiring::settings()?;
-    let store = wiring::store(&settings).await?;
-    let events = store.read(&run_id, 0).await.map_err(Failure::failed)?;
-    for event in &events {
-        if as_json {
-            let line = serde_json::to_string(event).map_err(|e| Failure::failed(anyhow!(e)))?;
-            println!("{}", toren_display::escape_json(&line));
-        } else {
-            println!(
-                "{:>4}  {}  {:<19}  {}",
-                event.seq,
-                event.at.strftime("%H:%M:%S%.3f"),
-                event.kind.name(),
-                printer::describe(event)
-            );
+pub(crate) async fn events(args: &EventsArgs) -> Result<u8, Failure> {
+    let run_id = parse_run_id(&args.run)?;
+    let service = wiring::service().await?;
+    if !args.follow {
+        let events = service.events(&run_id, 0).await.map_err(Failure::failed)?;
+        for event in &events {
+            print_event(event, args.json)?;
+        }
+        return Ok(0);
+    }
+    let mut follow = service.follow(&run_id, 0);
+    let mut streaming = false;
+    while let Some(next) = follow.next().await.map_err(Failure::failed)? {
+        match next {
+            Followed::Event(event) => {
+                if streaming {
+                    printer::end_stream();
+                    streaming = false;
+                }
+                print_event(&event, args.json)?;
+            }
+            Followed::Text(text) => {
+                printer::stream(&text);
+                streaming = true;
+            }
         }
     }
     Ok(0)
+}
+
+fn print_event(event: &Event, as_json: bool) -> Result<(), Failure> {
+    if as_json {
+        let line = serde_json::to_string(event).map_err(|e| Failure::failed(anyhow!(e)))?;
+        println!("{}", toren_display::escape_json(&line));
+    } else {
+        println!(
+            "{:>4}  {}  {:<19}  {}",
+            event.seq,
+            event.at.strftime("%H:%M:%S%.3f"),
+            event.kind.name(),
+            printer::describe(event)
+        );
+    }
+    Ok(())
 }

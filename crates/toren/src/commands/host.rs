@@ -1,76 +1,85 @@
-//! Hosting a run in the foreground, shared by `toren run` and `toren resume`: build the
-//! worker from the run's pinned spec and policy, drive it with progress on stderr, stop
-//! cleanly on Ctrl-C or SIGTERM, and print the outcome.
+//! Hosting a run in the foreground, shared by `toren run` and `toren resume`: build a
+//! worker that serves the run's pinned backend (and, like every worker, builds the run's
+//! model provider from its pinned spec), drive it with progress on stderr, stop cleanly on
+//! Ctrl-C or SIGTERM, and print the outcome.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 use toren_config::Settings;
 use toren_protocol::{AgentSpec, ResolvedPolicy, RunId, RunStatus};
-use toren_store::{EventLog, Lease};
+use toren_runtime::RunService;
+use toren_store::Lease;
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Approver, Outcome, RunDriver, WorkerConfig, holder};
+use toren_worker::{Approver, Observers, Outcome, Worker, WorkerConfig, holder};
 
 use crate::commands::sandbox;
 use crate::exit::{FAILED, Failure, INTERRUPTED};
 use crate::printer::{self, StderrObserver, TerminalApprover};
 use crate::wiring;
 
-/// How long a run's lease outlives its last heartbeat. A run whose process died on this
-/// machine is resumable at once; one whose host vanished, after this long.
-pub(crate) const LEASE_TTL: Duration = Duration::from_secs(30);
-
 /// What a foreground run needs, built before anything is written so that configuration
 /// errors fail without touching the log.
 pub(crate) struct Host {
-    driver: RunDriver,
+    worker: Worker,
     observer: Arc<StderrObserver>,
 }
 
 impl Host {
-    /// Builds the worker for a run pinned to `agent` and `policy`.
+    /// Builds the worker for a run pinned to `agent` and `policy`: its backend is checked
+    /// and its model provider built now, so that a missing daemon or key fails first.
     pub(crate) async fn new(
         agent: &AgentSpec,
         policy: Option<&ResolvedPolicy>,
         settings: &Settings,
-        store: Arc<dyn EventLog>,
+        service: &RunService,
     ) -> Result<Self, Failure> {
-        let backend = match policy {
+        let store = Arc::clone(service.store());
+        let backends = match policy {
             Some(policy) => {
                 let backend = wiring::sandbox_backend(policy, settings).await?;
                 if let Some(docker) = backend.docker {
                     // Every long-lived process sweeps the containers no run needs.
                     tokio::spawn(sandbox::reap_periodically(docker, Arc::clone(&store)));
                 }
-                Some(backend.seam)
+                vec![backend.seam]
             }
-            None => None,
+            None => Vec::new(),
         };
-        let model = wiring::model(agent, settings)?;
+        wiring::check_model(agent, settings)?;
         let observer = Arc::new(StderrObserver::new());
-        let approver: Option<Arc<dyn Approver>> = TerminalApprover::for_terminal()
-            .map(|approver| Arc::new(approver) as Arc<dyn Approver>);
-        let driver = RunDriver::new(WorkerConfig {
+        let approver: Option<Arc<dyn Approver>> =
+            TerminalApprover::for_terminal(settings.user.clone())
+                .map(|approver| Arc::new(approver) as Arc<dyn Approver>);
+        let worker = Worker::new(WorkerConfig {
             store,
-            model,
-            sandbox: backend,
+            models: Arc::new(wiring::models(settings)),
+            backends,
             toolkit: Toolkit::new(ToolSettings::default()),
             env: Arc::new(wiring::env_lookup),
-            observer: observer.clone(),
+            // Progress on stderr, and the service's followers (`toren events --follow`).
+            observer: Arc::new(Observers(vec![
+                observer.clone(),
+                Arc::new(service.notifier().clone()),
+            ])),
             approver,
-            max_tokens: 8192,
-            approval_poll: Duration::from_millis(200),
+            max_tokens: settings.max_tokens,
+            approval_poll: settings.approval_poll,
             holder: holder::this_process(),
-            lease_ttl: LEASE_TTL,
+            lease_ttl: settings.lease_ttl,
         });
-        Ok(Self { driver, observer })
+        Ok(Self { worker, observer })
+    }
+
+    /// The holder name this host drives runs under.
+    pub(crate) fn holder(&self) -> String {
+        holder::this_process()
     }
 
     /// Takes the lease of an existing run (for `toren resume`).
     pub(crate) async fn acquire(&self, run_id: &RunId) -> Result<Lease, Failure> {
-        self.driver.acquire(run_id).await.map_err(Failure::failed)
+        self.worker.acquire(run_id).await.map_err(Failure::failed)
     }
 
     /// Drives the run `lease` holds until it ends or a signal stops it, then reports and
@@ -86,7 +95,7 @@ impl Host {
             }
             Err(e) => tracing::warn!("cannot listen for Ctrl-C/SIGTERM: {e}"),
         }
-        let outcome = self.driver.drive(lease, &cancel).await;
+        let outcome = self.worker.drive(lease, &cancel).await;
         self.observer.finish_line();
         match outcome {
             Ok(outcome) => report(run_id, outcome, json),

@@ -1,12 +1,10 @@
-//! `toren run AGENT --input TEXT`: create a run and drive it in the foreground.
+//! `toren run AGENT --input TEXT`: create a run through the run service and drive it in
+//! the foreground.
 
 use anyhow::anyhow;
-use toren_protocol::{RunCreated, RunId};
-use toren_sandbox::Workspace;
-use toren_worker::holder;
 
 use crate::cli::RunArgs;
-use crate::commands::host::{Host, LEASE_TTL};
+use crate::commands::host::Host;
 use crate::exit::Failure;
 use crate::{printer, wiring};
 
@@ -15,39 +13,20 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let agent =
         toren_config::find_agent(&args.agent, &settings.agents_dir).map_err(Failure::usage)?;
-    let policy = wiring::resolve_policy(&agent, &settings)?;
     let store = wiring::store(&settings).await?;
-    let host = Host::new(&agent, policy.as_ref(), &settings, store.clone()).await?;
+    let service = wiring::service_with(&settings, store);
+    let policy = service.resolve_policy(&agent).map_err(Failure::usage)?;
+    let host = Host::new(&agent, policy.as_ref(), &settings, &service).await?;
 
-    let run_id = RunId::new();
-    // The workspace is made with the run and its host path pinned in the run (I-4): a
-    // resumed run works there or nowhere, whatever TOREN_SANDBOX_ROOT says later.
-    let policy = match policy {
-        Some(mut policy) => {
-            let workspace =
-                Workspace::create(&settings.sandbox_root, run_id.as_str()).map_err(|e| {
-                    Failure::failed(anyhow!(e).context("cannot create the run's workspace"))
-                })?;
-            policy.workspace = Some(workspace.path().display().to_string());
-            Some(policy)
-        }
-        None => None,
-    };
-    let created_policy = policy.clone();
-    let created = RunCreated {
-        agent: agent.clone(),
-        policy,
-        input: args.input,
-    };
-    let (_, lease) = store
-        .create_run(&run_id, created, &holder::this_process(), LEASE_TTL)
+    let created = service
+        .create(agent.clone(), args.input, &host.holder())
         .await
         .map_err(|e| Failure::failed(anyhow!(e).context("cannot create the run")))?;
-    let sandbox = match &created_policy {
+    let sandbox = match &created.policy {
         Some(policy) if settings.sandbox_auto => format!("{} (TOREN_SANDBOX=auto)", policy.backend),
         Some(policy) => policy.backend.clone(),
         None => "none".to_owned(),
     };
-    printer::announce_run(&run_id, &agent, &sandbox);
-    host.drive(lease, args.json).await
+    printer::announce_run(&created.run_id, &agent, &sandbox);
+    host.drive(created.lease, args.json).await
 }

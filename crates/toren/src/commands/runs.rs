@@ -4,24 +4,18 @@
 #![expect(clippy::print_stdout, reason = "runs are the command's data")]
 
 use serde_json::json;
-use toren_agent::{Action, RunState};
 use toren_display::{escape_json, visible, visible_lines};
+use toren_runtime::RunService;
 use toren_store::RunSummary;
-use toren_worker::holder;
 
-use crate::commands::host::LEASE_TTL;
 use crate::commands::parse_run_id;
 use crate::exit::Failure;
 use crate::printer::{command_block, one_line};
 use crate::wiring;
 
-/// Whether nobody drives the run and `toren resume` would continue it: it has not ended
-/// and its lease is gone, expired, or held by a process of this machine that died.
+/// Whether nobody drives the run and `toren resume` would continue it.
 fn resumable(run: &RunSummary) -> bool {
-    !run.status.is_terminal()
-        && run.lease.as_ref().is_none_or(|lease| {
-            !lease.is_live(jiff::Timestamp::now()) || holder::is_gone(&lease.holder)
-        })
+    RunService::is_resumable(run)
 }
 
 fn summary_json(run: &RunSummary) -> serde_json::Value {
@@ -38,26 +32,8 @@ fn summary_json(run: &RunSummary) -> serde_json::Value {
 }
 
 pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
-    let settings = wiring::settings()?;
-    let store = wiring::store(&settings).await?;
-    let mut runs = store.list_runs(limit).await.map_err(Failure::failed)?;
-    // A run that claims to be resumable but whose log cannot be replayed is recorded as
-    // failed (with the reason) before it is listed.
-    let mut repaired = false;
-    for run in runs.iter().filter(|r| resumable(r)) {
-        let failed = toren_worker::fail_if_unreplayable(
-            store.as_ref(),
-            &run.id,
-            &holder::this_process(),
-            LEASE_TTL,
-        )
-        .await
-        .map_err(Failure::failed)?;
-        repaired |= failed.is_some();
-    }
-    if repaired {
-        runs = store.list_runs(limit).await.map_err(Failure::failed)?;
-    }
+    let service = wiring::service().await?;
+    let runs = service.list(limit).await.map_err(Failure::failed)?;
     if as_json {
         let array: Vec<_> = runs.iter().map(summary_json).collect();
         println!(
@@ -97,37 +73,28 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
 
 pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     let run_id = parse_run_id(run)?;
-    let settings = wiring::settings()?;
-    let store = wiring::store(&settings).await?;
-    let unreplayable = toren_worker::fail_if_unreplayable(
-        store.as_ref(),
-        &run_id,
-        &holder::this_process(),
-        LEASE_TTL,
-    )
-    .await
-    .map_err(Failure::failed)?;
-    let summary = store.run(&run_id).await.map_err(Failure::failed)?;
-    let events = store.read(&run_id, 0).await.map_err(Failure::failed)?;
-    let state = match RunState::from_events(&events) {
-        Ok(state) => state,
-        // Recorded as failed above; the summary and the reason are all there is to show.
-        Err(e) => {
-            let reason = unreplayable.unwrap_or_else(|| e.to_string());
-            return show_unreplayable(&summary, &reason, as_json);
-        }
+    let service = wiring::service().await?;
+    let view = service.get(&run_id).await.map_err(Failure::failed)?;
+    let summary = view.summary;
+    let Some(state) = view.state else {
+        // Recorded as failed by the service; the summary and the reason are all there is.
+        let reason = view.error.unwrap_or_default();
+        return show_unreplayable(&summary, &reason, as_json);
     };
-    let pending = match state.next_action() {
-        Action::AwaitApproval { call, command } => {
-            Some(json!({"call_id": call.id, "tool": call.name, "command": command}))
-        }
-        _ => None,
-    };
+    let pending = view.pending.map(|request| {
+        json!({"call_id": request.call_id, "tool": request.tool, "command": request.command,
+            "attempt": request.attempt, "interrupted": request.attempt > 1})
+    });
     let mut object = summary_json(&summary);
     object["model"] = json!(state.agent.model);
     object["policy"] = json!(state.policy);
     object["turns"] = json!(state.turns);
-    object["workspace"] = json!(state.sandbox.as_ref().map(|s| &s.workspace));
+    let workspace = state
+        .sandbox
+        .as_ref()
+        .map(|s| s.workspace.clone())
+        .or_else(|| state.policy.as_ref().and_then(|p| p.workspace.clone()));
+    object["workspace"] = json!(workspace);
     object["pending_approval"] = json!(pending);
     object["output"] = json!(state.output);
     object["error"] = json!(state.error);
@@ -163,8 +130,8 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         ),
         None => println!("sandbox    none"),
     }
-    if let Some(sandbox) = &state.sandbox {
-        println!("workspace  {}", visible(&sandbox.workspace));
+    if let Some(workspace) = &workspace {
+        println!("workspace  {}", visible(workspace));
     }
     if let Some(p) = &pending {
         let call = one_line(p["call_id"].as_str().unwrap_or_default(), 80);

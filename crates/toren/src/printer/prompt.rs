@@ -20,7 +20,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::termios::{FlushArg, tcflush};
 use tokio::sync::oneshot;
 use toren_display::visible;
-use toren_protocol::RunId;
+use toren_protocol::{ApprovalRequested, RunId};
 use toren_worker::{Approver, Decision};
 
 use super::{command_block, say};
@@ -44,8 +44,9 @@ struct Question {
 
 impl TerminalApprover {
     /// An approver if a person can see the prompt and answer it (stdin and stderr are
-    /// terminals); `None` otherwise, and the run waits for `toren approve|deny`.
-    pub(crate) fn for_terminal() -> Option<Self> {
+    /// terminals); `None` otherwise, and the run waits for `toren approve|deny`. Its
+    /// decisions are recorded as made `by` this user (resolved in the settings).
+    pub(crate) fn for_terminal(by: String) -> Option<Self> {
         if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
             return None;
         }
@@ -66,7 +67,7 @@ impl TerminalApprover {
             input,
             questions: tokio::sync::Mutex::new(questions),
             wake,
-            by: std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned()),
+            by,
         })
     }
 
@@ -163,11 +164,16 @@ fn read_line(input: &OwnedFd, wake: &PipeReader, dropped: &AtomicBool) -> Option
 
 #[async_trait]
 impl Approver for TerminalApprover {
-    async fn ask(&self, run: &RunId, call_id: &str, command: &str) -> Option<Decision> {
-        let call = visible(call_id);
+    async fn ask(&self, run: &RunId, request: &ApprovalRequested) -> Option<Decision> {
+        let call = visible(&request.call_id);
+        let what = if request.attempt > 1 {
+            "bash wants to run again a command that was interrupted mid-execution; it may already have had some of its effects"
+        } else {
+            "bash wants to run"
+        };
         say!(
-            "\nbash wants to run (call {call}):\n{}  (or answer from another terminal: toren approve|deny {run} {call})",
-            command_block(command)
+            "\n{what} (call {call}):\n{}  (or answer from another terminal: toren approve|deny {run} {call})",
+            command_block(&request.command)
         );
         loop {
             let answer = self.ask_line("approve? [y]es / [n]o: ").await?;

@@ -10,5 +10,6 @@ mod providers;
 mod pty;
 mod resume;
 mod scripted;
+mod settings;
 mod terminal;
 mod trust;

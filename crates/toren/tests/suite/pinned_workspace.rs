@@ -82,7 +82,10 @@ fn a_run_whose_workspace_is_gone_refuses_to_start_and_names_it() {
     );
     assert!(!workspace.exists(), "nothing was provisioned in its place");
     let shown = toren.show(&run);
-    assert_eq!(shown["status"], "running", "the run is kept as it is: {shown}");
+    assert_eq!(
+        shown["status"], "running",
+        "the run is kept as it is: {shown}"
+    );
     assert_eq!(shown["resumable"], true);
     assert_eq!(bash_output(&toren.events(&run)), None, "nothing ran");
 

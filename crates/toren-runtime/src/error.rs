@@ -1,0 +1,40 @@
+//! The run service's errors, each with what to do about it.
+
+use toren_protocol::RunId;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a request to the run service was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "agent `{agent}` has a sandbox, but sandboxes are disabled (TOREN_SANDBOX=none); set \
+         TOREN_SANDBOX=local to run it on this machine with bubblewrap"
+    )]
+    SandboxesDisabled { agent: String },
+    #[error("cannot create the run's workspace: {0}")]
+    Workspace(#[source] toren_sandbox::Error),
+    #[error("run {run} has no call {call} waiting for a decision")]
+    NoPendingApproval { run: RunId, call: String },
+    #[error(transparent)]
+    Store(#[from] toren_store::Error),
+    #[error(transparent)]
+    Worker(#[from] toren_worker::Error),
+}
+
+impl Error {
+    /// Whether the request itself was wrong (a usage error), as opposed to a fault.
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            Self::SandboxesDisabled { .. } | Self::NoPendingApproval { .. } => true,
+            Self::Store(e) => matches!(
+                e,
+                toren_store::Error::RunNotFound(_)
+                    | toren_store::Error::RunEnded { .. }
+                    | toren_store::Error::AlreadyDecided { .. }
+                    | toren_store::Error::NoPendingApproval { .. }
+            ),
+            Self::Workspace(_) | Self::Worker(_) => false,
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! The run service: the one layer every front door (the CLI's commands, and the chat, HTTP
+//! API and Telegram front doors to come) calls to create runs, decide approvals, cancel, and
+//! read or follow a run's events. Nothing above it touches the store; workers
+//! (`toren-worker`) drive the runs it creates.
+//!
+//! [`RunService::create`] resolves the agent's sandbox policy against the operator's choice
+//! of backend, makes the run's workspace and pins both in `run_created` (I-4);
+//! [`RunService::decide`] and [`RunService::cancel`] are single atomic store operations that
+//! need no lease, so any process may answer or stop any run; [`RunService::follow`] streams a
+//! run's events as they are appended, woken by the in-process [`Notifier`] (which a worker
+//! in the same process reports to) and, across processes, by a short poll.
+
+mod error;
+mod follow;
+mod policy;
+mod service;
+
+pub use error::{Error, Result};
+pub use follow::{Follow, Followed, Notifier};
+pub use policy::{PolicySettings, resolve_policy};
+pub use service::{Actor, Created, RunService, RunView, ServiceSettings};

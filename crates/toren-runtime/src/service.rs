@@ -1,0 +1,248 @@
+//! [`RunService`]: create, decide, cancel, get, list, events. Each is one store operation
+//! (or a read and a fold); none needs the run's lease except `create`, which hands the new
+//! run's first lease to the caller that will drive it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use toren_agent::{Action, RunState};
+use toren_protocol::{
+    AgentSpec, ApprovalDecided, ApprovalRequested, Event, ResolvedPolicy, RunCancelled, RunCreated,
+    RunId,
+};
+use toren_sandbox::Workspace;
+use toren_store::{EventLog, Lease, RunSummary};
+use toren_worker::{Observer as _, holder};
+
+use crate::follow::{Follow, Notifier};
+use crate::policy::{PolicySettings, resolve_policy};
+use crate::{Error, Result};
+
+/// Who acts on a run, and through which front door (`cli`, `terminal`, `api`, …).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Actor {
+    pub by: String,
+    pub via: String,
+}
+
+/// How the service works.
+#[derive(Clone, Debug)]
+pub struct ServiceSettings {
+    pub policy: PolicySettings,
+    /// How long a lease lasts without renewal (a new run's first lease, and the one taken
+    /// to record an unreplayable run as failed).
+    pub lease_ttl: Duration,
+    /// How often [`RunService::follow`] checks the store when nothing in this process
+    /// said that the run moved.
+    pub follow_poll: Duration,
+    /// Where streamed model text is shared with followers in other processes (see
+    /// [`Notifier::with_stream_dir`]); `None`: only within this process.
+    pub streams: Option<std::path::PathBuf>,
+}
+
+/// A run just created, and the lease of whoever will drive it.
+#[derive(Clone, Debug)]
+pub struct Created {
+    pub run_id: RunId,
+    pub lease: Lease,
+    pub policy: Option<ResolvedPolicy>,
+}
+
+/// One run as a front door shows it.
+#[derive(Clone, Debug)]
+pub struct RunView {
+    pub summary: RunSummary,
+    /// Nobody drives it and it has not ended: a worker may resume it.
+    pub resumable: bool,
+    /// The run folded from its log; `None` when the log cannot be replayed (then `error`
+    /// says why, and the run has been recorded as failed).
+    pub state: Option<RunState>,
+    /// Why the log cannot be replayed.
+    pub error: Option<String>,
+    /// The approval the run waits for, if any.
+    pub pending: Option<ApprovalRequested>,
+}
+
+/// The run service. Cheap to clone.
+#[derive(Clone)]
+pub struct RunService {
+    store: Arc<dyn EventLog>,
+    settings: ServiceSettings,
+    notifier: Notifier,
+    holder: String,
+}
+
+impl RunService {
+    pub fn new(store: Arc<dyn EventLog>, settings: ServiceSettings) -> Self {
+        let notifier = match &settings.streams {
+            Some(dir) => Notifier::new().with_stream_dir(dir.clone()),
+            None => Notifier::new(),
+        };
+        Self {
+            store,
+            settings,
+            notifier,
+            holder: holder::this_process(),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn EventLog> {
+        &self.store
+    }
+
+    /// The notifier a worker in this process reports to (as its observer), so that
+    /// [`follow`](Self::follow) wakes at once and gets streamed text.
+    pub fn notifier(&self) -> &Notifier {
+        &self.notifier
+    }
+
+    /// The policy a new run of `agent` would be pinned to (for checks before creating).
+    pub fn resolve_policy(&self, agent: &AgentSpec) -> Result<Option<ResolvedPolicy>> {
+        resolve_policy(agent, &self.settings.policy)
+    }
+
+    /// Creates a run of `agent` on `input`: resolves its policy, makes its workspace, pins
+    /// both with the spec in `run_created`, and gives `holder` the run's first lease.
+    pub async fn create(&self, agent: AgentSpec, input: String, holder: &str) -> Result<Created> {
+        let run_id = RunId::new();
+        let policy = match self.resolve_policy(&agent)? {
+            // The workspace is made with the run and its host path pinned in it (I-4): a
+            // resumed run works there or nowhere, whatever TOREN_SANDBOX_ROOT says later.
+            Some(mut policy) => {
+                let workspace =
+                    Workspace::create(&self.settings.policy.sandbox_root, run_id.as_str())
+                        .map_err(Error::Workspace)?;
+                policy.workspace = Some(workspace.path().display().to_string());
+                Some(policy)
+            }
+            None => None,
+        };
+        let created = RunCreated {
+            agent,
+            policy: policy.clone(),
+            input,
+        };
+        let (_, lease) = self
+            .store
+            .create_run(&run_id, created, holder, self.settings.lease_ttl)
+            .await?;
+        Ok(Created {
+            run_id,
+            lease,
+            policy,
+        })
+    }
+
+    /// Records a decision on the call `run` waits for. The first decision wins; a second
+    /// is refused with the one recorded.
+    pub async fn decide(
+        &self,
+        run: &RunId,
+        call: &str,
+        approved: bool,
+        reason: Option<String>,
+        actor: &Actor,
+    ) -> Result<Event> {
+        let decision = ApprovalDecided {
+            call_id: call.to_owned(),
+            approved,
+            by: actor.by.clone(),
+            via: actor.via.clone(),
+            reason,
+        };
+        Ok(self.store.decide_approval(run, decision).await?)
+    }
+
+    /// Cancels `run`: `run_cancelled` is appended at once, whoever drives the run; its
+    /// driver kills a running tool, releases the sandbox and stops. A cancelled run cannot
+    /// be resumed.
+    pub async fn cancel(
+        &self,
+        run: &RunId,
+        reason: Option<String>,
+        actor: &Actor,
+    ) -> Result<Event> {
+        let cancelled = RunCancelled {
+            reason: reason
+                .unwrap_or_else(|| format!("cancelled by {} via {}", actor.by, actor.via)),
+            by: Some(actor.by.clone()),
+            via: Some(actor.via.clone()),
+        };
+        let event = self.store.cancel_run(run, cancelled).await?;
+        self.notifier.event(&event);
+        Ok(event)
+    }
+
+    /// Whether nobody drives `run` and it has not ended: its lease is gone, expired, or
+    /// held by a process that is provably gone.
+    pub fn is_resumable(run: &RunSummary) -> bool {
+        !run.status.is_terminal()
+            && run.lease.as_ref().is_none_or(|lease| {
+                !lease.is_live(jiff::Timestamp::now()) || holder::is_gone(&lease.holder)
+            })
+    }
+
+    /// One run: its summary and its folded state. A run whose log cannot be replayed is
+    /// recorded as failed with the reason first (unless a live process drives it).
+    pub async fn get(&self, run: &RunId) -> Result<RunView> {
+        let error = toren_worker::fail_if_unreplayable(
+            self.store.as_ref(),
+            run,
+            &self.holder,
+            self.settings.lease_ttl,
+        )
+        .await?;
+        let summary = self.store.run(run).await?;
+        let events = self.store.read(run, 0).await?;
+        let state = RunState::from_events(&events).ok();
+        let pending = state.as_ref().and_then(|s| match s.next_action() {
+            Action::AwaitApproval { request, .. } => Some(request),
+            _ => None,
+        });
+        Ok(RunView {
+            resumable: Self::is_resumable(&summary),
+            error: if state.is_some() { None } else { error },
+            summary,
+            state,
+            pending,
+        })
+    }
+
+    /// Runs, newest first, at most `limit`. A run that claims to be resumable but whose log
+    /// cannot be replayed is recorded as failed (with the reason) before it is listed.
+    pub async fn list(&self, limit: u32) -> Result<Vec<RunSummary>> {
+        let runs = self.store.list_runs(limit).await?;
+        let mut repaired = false;
+        for run in runs.iter().filter(|r| Self::is_resumable(r)) {
+            let failed = toren_worker::fail_if_unreplayable(
+                self.store.as_ref(),
+                &run.id,
+                &self.holder,
+                self.settings.lease_ttl,
+            )
+            .await?;
+            repaired |= failed.is_some();
+        }
+        if repaired {
+            return Ok(self.store.list_runs(limit).await?);
+        }
+        Ok(runs)
+    }
+
+    /// The run's events with `seq > after_seq`, in order.
+    pub async fn events(&self, run: &RunId, after_seq: u64) -> Result<Vec<Event>> {
+        Ok(self.store.read(run, after_seq).await?)
+    }
+
+    /// Follows the run from `after_seq`: every event as it is appended (and, when the run is
+    /// driven in this process, its streamed text), until the run ends.
+    pub fn follow(&self, run: &RunId, after_seq: u64) -> Follow {
+        Follow::new(
+            Arc::clone(&self.store),
+            &self.notifier,
+            run.clone(),
+            after_seq,
+            self.settings.follow_poll,
+        )
+    }
+}

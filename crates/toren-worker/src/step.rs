@@ -1,0 +1,263 @@
+//! Carrying out one action of the state machine: the I/O (a model call, a wait for a
+//! decision, opening the sandbox, running a tool) and the appends, in the order the
+//! durability contract needs. What to append is the action's, never decided here.
+
+use std::sync::Arc;
+
+use toren_agent::{Action, RunState};
+use toren_model::ModelRequest;
+use toren_protocol::{EventKind, ModelResponded, RunFailed, RunStatus, ToolCall, ToolStarted};
+use toren_sandbox::Sandbox;
+
+use crate::driver::RunContext;
+use crate::{Error, Outcome, Worker};
+
+/// Whether an append wrote its events or found the log moved on and wrote nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Appended {
+    Written,
+    CaughtUp,
+}
+
+impl Worker {
+    /// Carries out one action. Returns the outcome once the run has ended.
+    pub(crate) async fn step(
+        &self,
+        run: &mut RunContext<'_>,
+        state: &mut RunState,
+    ) -> Result<Option<Outcome>, Error> {
+        match state.next_action() {
+            Action::Finished { status } => {
+                let output = match status {
+                    RunStatus::Completed => state.output.clone().unwrap_or_default(),
+                    _ => state.error.clone().unwrap_or_else(|| status.to_string()),
+                };
+                return Ok(Some(Outcome::Ended { status, output }));
+            }
+            Action::CallModel {
+                system,
+                messages,
+                offer_tools,
+            } => {
+                let request = ModelRequest {
+                    system,
+                    messages,
+                    tools: if offer_tools {
+                        self.config.toolkit.specs()
+                    } else {
+                        Vec::new()
+                    },
+                    max_tokens: self.config.max_tokens,
+                };
+                let kind = self.call_model(run, state, &request).await?;
+                self.append(run, state, vec![kind]).await?;
+            }
+            Action::RequestApproval { request, .. } => {
+                let kind = EventKind::ApprovalRequested(request);
+                self.append(run, state, vec![kind]).await?;
+            }
+            Action::AwaitApproval { request, .. } => {
+                self.await_decision(state, &request).await?;
+            }
+            Action::RecordDenial { result, .. } | Action::Refuse { result, .. } => {
+                self.append(run, state, vec![EventKind::ToolCompleted(result)])
+                    .await?;
+            }
+            Action::RunTool {
+                call,
+                started,
+                note,
+                ..
+            } => {
+                self.run_tool(run, state, call, started, note).await?;
+            }
+            Action::Complete { event } => {
+                self.append(run, state, vec![EventKind::RunCompleted(event)])
+                    .await?;
+            }
+            Action::Fail { event } => {
+                self.append(run, state, vec![EventKind::RunFailed(event)])
+                    .await?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// One model call. A failure that may pass (overload, rate limit, network) after the
+    /// provider's own retries stops driving and leaves the run resumable; one that will not
+    /// (a bad key, a bad request) fails the run.
+    async fn call_model(
+        &self,
+        run: &RunContext<'_>,
+        state: &RunState,
+        request: &ModelRequest,
+    ) -> Result<EventKind, Error> {
+        let observer = Arc::clone(&self.config.observer);
+        let run_id = state.run_id.clone();
+        let on_text = move |delta: &str| observer.text(&run_id, delta);
+        match run.model.respond(request, &on_text).await {
+            // Validated and repaired before it is journaled: a log must always fold.
+            Ok(response) => Ok(EventKind::ModelResponded(ModelResponded {
+                message: state.admit(response.message),
+                stop_reason: response.stop_reason,
+                usage: response.usage,
+                model: response.model,
+            })),
+            Err(error) if error.is_retryable() => Err(Error::ModelUnavailable {
+                run: state.run_id.to_string(),
+                error,
+            }),
+            Err(error) => Ok(EventKind::RunFailed(RunFailed {
+                error: format!("model call failed: {error}"),
+            })),
+        }
+    }
+
+    /// Opens the run's sandbox if it is not open yet. `None`: the run was failed or moved
+    /// on instead (the caller lets the state machine decide again).
+    async fn sandbox(
+        &self,
+        run: &mut RunContext<'_>,
+        state: &mut RunState,
+    ) -> Result<Option<Arc<dyn Sandbox>>, Error> {
+        if let Some(sandbox) = &run.sandbox {
+            return Ok(Some(Arc::clone(sandbox)));
+        }
+        let (Some(mut policy), Some(backend)) = (state.policy.clone(), run.backend.clone()) else {
+            return Err(Error::NoSandbox {
+                run: state.run_id.to_string(),
+                backend: String::new(),
+            });
+        };
+        let env = policy
+            .env
+            .iter()
+            .filter_map(|name| (self.config.env)(name).map(|v| (name.clone(), v)))
+            .collect();
+        // Runs created before the workspace was pinned: the one already provisioned.
+        if policy.workspace.is_none() {
+            policy.workspace = state.sandbox.as_ref().map(|s| s.workspace.clone());
+        }
+        let opened = match backend.open(&state.run_id, &policy, env).await {
+            Ok(opened) => opened,
+            // The run's own workspace is gone: never carry on in another one, and do not
+            // fail the run either; it goes on once the directory is back.
+            Err(source @ toren_sandbox::Error::WorkspaceMissing { .. }) => {
+                return Err(Error::WorkspaceMissing {
+                    run: state.run_id.to_string(),
+                    source,
+                });
+            }
+            Err(e) => {
+                let kind = EventKind::RunFailed(RunFailed {
+                    error: format!("could not open the sandbox: {e}"),
+                });
+                self.append(run, state, vec![kind]).await?;
+                return Ok(None);
+            }
+        };
+        if let Some(provisioned) = state.provisioned(
+            opened.backend(),
+            opened.instance_id(),
+            opened.workspace().path().display().to_string(),
+        ) && state.sandbox.is_none()
+        {
+            self.append(run, state, vec![EventKind::SandboxProvisioned(provisioned)])
+                .await?;
+        }
+        run.sandbox = Some(Arc::clone(&opened));
+        Ok(Some(opened))
+    }
+
+    async fn run_tool(
+        &self,
+        run: &mut RunContext<'_>,
+        state: &mut RunState,
+        call: ToolCall,
+        started: ToolStarted,
+        note: Option<&'static str>,
+    ) -> Result<(), Error> {
+        let Some(sandbox) = self.sandbox(run, state).await? else {
+            return Ok(());
+        };
+        if self
+            .append(run, state, vec![EventKind::ToolStarted(started)])
+            .await?
+            == Appended::CaughtUp
+        {
+            // The log moved on (a decision or a cancellation from elsewhere) and nothing
+            // was written: no side effect may start without its durable `tool_started`.
+            // The state machine decides again from what was folded.
+            return Ok(());
+        }
+        let outcome = match self.config.toolkit.execute(sandbox.as_ref(), &call).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let kind = EventKind::RunFailed(RunFailed {
+                    error: format!("tool `{}` failed on the host: {e}", call.name),
+                });
+                return self.append(run, state, vec![kind]).await.map(drop);
+            }
+        };
+        let mut kinds = Vec::new();
+        // A backend may make its instance only when the first command runs (docker's
+        // container), or make a new one when the old one vanished: record each.
+        if let Some(provisioned) = state.provisioned(
+            sandbox.backend(),
+            sandbox.instance_id(),
+            sandbox.workspace().path().display().to_string(),
+        ) {
+            kinds.push(EventKind::SandboxProvisioned(provisioned));
+        }
+        kinds.push(EventKind::ToolCompleted(toren_agent::Action::completed(
+            &call.id,
+            note,
+            outcome.output,
+            outcome.is_error,
+            outcome.exit_code,
+            outcome.truncated,
+        )));
+        // The tool ran: its result must not be lost to a log that moved on meanwhile.
+        // Record it after what others wrote, as long as the run still waits for it.
+        while self.append(run, state, kinds.clone()).await? == Appended::CaughtUp {
+            if !state.awaits_result(&call.id) {
+                tracing::info!(run = %state.run_id, call = %call.id, "the run moved on while a tool ran; its result is not recorded");
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends after the last folded event and folds what was written. If the log moved
+    /// on (an approval decided from elsewhere), nothing was written: fold the news, say so
+    /// ([`Appended::CaughtUp`]) and let the state machine decide again.
+    pub(crate) async fn append(
+        &self,
+        run: &RunContext<'_>,
+        state: &mut RunState,
+        kinds: Vec<EventKind>,
+    ) -> Result<Appended, Error> {
+        match self
+            .config
+            .store
+            .append(run.lease, state.last_seq, kinds)
+            .await
+        {
+            Ok(events) => {
+                for event in &events {
+                    state.apply(event)?;
+                    self.config.observer.event(event);
+                }
+                Ok(Appended::Written)
+            }
+            Err(toren_store::Error::Conflict { .. }) => {
+                self.catch_up(state).await?;
+                Ok(Appended::CaughtUp)
+            }
+            Err(toren_store::Error::LeaseLost { .. }) => Err(Error::LeaseLost {
+                run: state.run_id.to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
