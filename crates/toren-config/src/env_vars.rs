@@ -85,9 +85,10 @@ pub const TOREN_MAX_TOKENS: EnvVar = EnvVar {
 pub const TOREN_APPROVAL_POLL: EnvVar = EnvVar {
     name: "TOREN_APPROVAL_POLL",
     default: Some("200ms"),
-    description: "How often a run waiting for approval looks for a decision made by another \
-                  process (`toren approve`). A duration such as `200ms` or `1s`, from 10ms \
-                  to 60s.",
+    description: "How often a process looks in the log for what another process did there: a \
+                  decision for a run waiting for approval (`toren approve`), a cancel \
+                  (`toren cancel`), new events (`toren events --follow`). A duration such as \
+                  `200ms` or `1s`, from 10ms to 60s.",
     secret: false,
 };
 

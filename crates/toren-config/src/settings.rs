@@ -46,7 +46,8 @@ pub struct Settings {
     pub lease_ttl: Duration,
     /// `TOREN_MAX_TOKENS`: `max_tokens` of each model call.
     pub max_tokens: u32,
-    /// `TOREN_APPROVAL_POLL`: how often a waiting run looks for another process's decision.
+    /// `TOREN_APPROVAL_POLL`: how often a process looks in the log for what another process
+    /// did (an approval decision, a cancel, new events to follow).
     pub approval_poll: Duration,
     /// `TOREN_LOG`: tracing filter directives for diagnostics on stderr. The binary checks
     /// their syntax (this crate does not know tracing's).

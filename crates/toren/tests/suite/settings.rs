@@ -163,7 +163,9 @@ fn toren_max_tokens_reaches_the_model() {
 /// message names the variable and the value.
 fn refused(name: &str, value: &str, args: &[&str]) -> String {
     let toren = Toren::new().env(name, value);
-    careful(&toren);
+    // An agent that ends at once, so a value wrongly ignored shows as a finished run.
+    toren.file("s.yaml", "turns:\n  - text: \"hi\"\n");
+    toren.agent("quick", "name: quick\nmodel: scripted/s.yaml\n");
     let out = toren.run(args);
     let stderr = text(&out.stderr);
     assert_eq!(
@@ -182,26 +184,21 @@ fn refused(name: &str, value: &str, args: &[&str]) -> String {
 
 #[test]
 fn a_bad_value_stops_every_command_naming_the_variable() {
-    let stderr = refused(
-        "TOREN_LEASE_TTL",
-        "30",
-        &["run", "careful", "--input", "go"],
-    );
+    let stderr = refused("TOREN_LEASE_TTL", "30", &["run", "quick", "--input", "go"]);
     assert!(stderr.contains("`30s`"), "the form it expects: {stderr}");
-    refused(
-        "TOREN_MAX_TOKENS",
-        "0",
-        &["run", "careful", "--input", "go"],
-    );
+    refused("TOREN_MAX_TOKENS", "0", &["run", "quick", "--input", "go"]);
     refused("TOREN_APPROVAL_POLL", "soon", &["runs", "list"]);
-    // TOREN_LOG is checked before any command, those that need no other setting included.
-    let stderr = refused("TOREN_LOG", "toren=loudest", &["runs", "list"]);
-    assert!(stderr.contains("warn"), "an example of the form: {stderr}");
-    refused(
+    // TOREN_LOG is checked before any command runs, and is not silently replaced.
+    let stderr = refused(
         "TOREN_LOG",
         "toren=loudest",
-        &["check", "agents/careful.yaml"],
+        &["run", "quick", "--input", "go"],
     );
+    assert!(
+        stderr.contains("`warn`"),
+        "an example of the form: {stderr}"
+    );
+    refused("TOREN_LOG", "toren=loudest", &["check"]);
 }
 
 /// Every `.rs` file under `dir`, recursively.
