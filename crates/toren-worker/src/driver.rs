@@ -55,6 +55,15 @@ pub enum Outcome {
     Interrupted,
 }
 
+/// A task that is aborted when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Drives runs of any agent with one configuration.
 pub struct Worker {
     pub(crate) config: WorkerConfig,
@@ -102,12 +111,14 @@ impl Worker {
     /// as it goes and releasing it at the end, so a stopped run can be resumed at once.
     pub async fn drive(&self, lease: Lease, stop: &CancellationToken) -> Result<Outcome, Error> {
         let (lost_tx, lost) = tokio::sync::oneshot::channel();
-        let heartbeat = tokio::spawn(heartbeat(
+        // Owned by this call: if the caller drops the drive future (a front door giving up
+        // on it), the heartbeat stops with it and the lease lapses for whoever resumes.
+        let heartbeat = AbortOnDrop(tokio::spawn(heartbeat(
             Arc::clone(&self.config.store),
             lease.clone(),
             self.config.lease_ttl,
             lost_tx,
-        ));
+        )));
         let mut backend = None;
         // When the lease is lost or about to expire unrenewed, the run's work is dropped
         // (a running command is killed with it) before anyone else may drive the run.
@@ -116,7 +127,7 @@ impl Worker {
             Ok(lost) = lost => Err(lost.into_error(&lease)),
             outcome = self.drive_held(&lease, stop, &mut backend) => outcome,
         };
-        heartbeat.abort();
+        drop(heartbeat);
         if let (Ok(Outcome::Ended { .. }), Some(backend)) = (&outcome, &backend)
             && let Err(e) = backend.finish(&lease.run_id).await
         {
