@@ -195,7 +195,13 @@ impl RunState {
             EventKind::SandboxProvisioned(s) => self.sandbox = Some(s.clone()),
             EventKind::RunCompleted(c) => self.output = Some(c.output.clone()),
             EventKind::RunFailed(f) => self.error = Some(f.error.clone()),
-            EventKind::RunCancelled(_) => {}
+            EventKind::RunCancelled(c) => {
+                self.error = Some(match (c.reason.is_empty(), &c.by) {
+                    (false, _) => format!("cancelled: {}", c.reason),
+                    (true, Some(by)) => format!("cancelled by {by}"),
+                    (true, None) => "cancelled".to_owned(),
+                });
+            }
         }
         if let Some(status) = event.kind.status_after() {
             self.status = status;

@@ -216,9 +216,20 @@ impl ModelProvider for ScriptedProvider {
             .filter(|m| matches!(m, Message::Assistant(_)))
             .count();
         let message = self.script.turn(answered);
-        tokio::time::sleep(self.script.delay(answered)).await;
-        if !message.text.is_empty() {
-            on_text(&message.text);
+        // The text streams word by word over the turn's delay, as a real model's would:
+        // half the delay before the first word (time to first token), the rest between words.
+        let delay = self.script.delay(answered);
+        let words: Vec<&str> = message.text.split_inclusive(' ').collect();
+        let pieces = u32::try_from(words.len()).unwrap_or(u32::MAX).max(1);
+        tokio::time::sleep(delay / 2).await;
+        for (i, word) in words.iter().enumerate() {
+            if i > 0 {
+                tokio::time::sleep(delay / 2 / pieces).await;
+            }
+            on_text(word);
+        }
+        if words.is_empty() {
+            tokio::time::sleep(delay / 2).await;
         }
         let stop_reason = if message.tool_calls.is_empty() {
             "end_turn"

@@ -128,6 +128,10 @@ pub struct Follow {
     ended: bool,
     /// The run's stream file and how much of it was given.
     stream: Option<(PathBuf, u64)>,
+    /// The text of the current model call given so far, and whether events now come live
+    /// (after the log as it was when following began).
+    streamed: String,
+    live: bool,
 }
 
 impl Follow {
@@ -148,6 +152,8 @@ impl Follow {
             buffered: VecDeque::new(),
             ended: false,
             stream,
+            streamed: String::new(),
+            live: false,
         }
     }
 
@@ -156,6 +162,22 @@ impl Follow {
     pub async fn next(&mut self) -> Result<Option<Followed>> {
         loop {
             if let Some(event) = self.buffered.pop_front() {
+                // A live answer's text that did not stream here (it came faster than the
+                // poll) is given before the answer, so a follower always reads it whole.
+                if let EventKind::ModelResponded(answer) = &event.kind
+                    && self.live
+                {
+                    let text = &answer.message.text;
+                    if let Some(rest) = text.strip_prefix(self.streamed.as_str())
+                        && !rest.is_empty()
+                    {
+                        let rest = rest.to_owned();
+                        self.streamed.clone_from(text);
+                        self.buffered.push_front(event);
+                        return Ok(Some(Followed::Text(rest)));
+                    }
+                    self.streamed.clear();
+                }
                 self.after = event.seq;
                 if event
                     .kind
@@ -174,12 +196,14 @@ impl Follow {
                 self.buffered.extend(events);
                 continue;
             }
+            self.live = true;
             // An ended run whose last event was already given: nothing more will come.
             if self.store.run(&self.run).await?.status.is_terminal() {
                 self.ended = true;
                 continue;
             }
             if let Some(text) = self.wait().await {
+                self.streamed.push_str(&text);
                 return Ok(Some(Followed::Text(text)));
             }
         }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use toren_agent::{Action, RunState};
 use toren_display::{findings, hidden_count, visible, visible_lines};
 use toren_protocol::{
-    AgentSpec, ApprovalRequested, BASH, BashArgs, Event, EventKind, RunId, decode_args,
+    AgentSpec, ApprovalRequested, BASH, BashArgs, Event, EventKind, RunId, RunStatus, decode_args,
 };
 use toren_worker::Observer;
 
@@ -62,12 +62,14 @@ pub(crate) fn forced_exit() {
 
 pub(crate) fn already_ended(state: &RunState) {
     say!(
-        "run {} has already {}; there is nothing to resume",
+        "run {} has already ended ({}); there is nothing to resume",
         state.run_id,
         state.status
     );
-    if let Some(error) = &state.error {
-        say!("it failed: {error}");
+    match (&state.error, state.status) {
+        (Some(why), RunStatus::Cancelled) => say!("it was {why}"),
+        (Some(error), _) => say!("it failed: {error}"),
+        (None, _) => {}
     }
 }
 
@@ -139,6 +141,10 @@ pub(crate) fn stream(text: &str) {
 /// Ends a line of streamed text before the next event is shown.
 pub(crate) fn end_stream() {
     eprintln!();
+}
+
+pub(crate) fn cancelled(run_id: &RunId, why: &str) {
+    say!("run {run_id} was {why}; it cannot be resumed");
 }
 
 pub(crate) fn failed(run_id: &RunId, error: &str) {

@@ -89,9 +89,10 @@ async fn each_turn_follows_the_number_of_assistant_messages() {
             response(turn("(end of script)", vec![]), "end_turn"),
         ]
     );
+    // The text streams word by word, as a real model's does.
     assert_eq!(
         seen.pieces(),
-        vec!["Looking around.", "Done.", "(end of script)"]
+        vec!["Looking ", "around.", "Done.", "(end ", "of ", "script)"]
     );
 }
 

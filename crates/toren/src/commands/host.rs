@@ -137,6 +137,8 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
         print_json(run_id, &status, &output);
     } else if code == 0 {
         println!("{}", printer::answer(&output));
+    } else if status == RunStatus::Cancelled.as_str() {
+        printer::cancelled(run_id, &output);
     } else if code == FAILED {
         printer::failed(run_id, &output);
     }

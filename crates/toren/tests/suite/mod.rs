@@ -1,9 +1,11 @@
 mod approval;
 mod call_ids;
+mod cancel;
 mod chaos;
 mod common;
 mod config_errors;
 mod docker;
+mod follow;
 mod leases;
 mod pinned_workspace;
 mod providers;

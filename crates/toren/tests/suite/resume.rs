@@ -167,7 +167,7 @@ fn resuming_an_ended_run_changes_nothing() {
     let out = toren.run(&["resume", &run]);
     assert_eq!(out.status.code(), Some(0));
     assert!(
-        text(&out.stderr).contains("already completed"),
+        text(&out.stderr).contains("already ended (completed)"),
         "{}",
         text(&out.stderr)
     );
@@ -342,4 +342,110 @@ fn a_call_that_keeps_killing_its_worker_is_given_up_after_three_attempts() {
             .contains("started 3 times and never completed"),
         "{result}"
     );
+}
+
+const ASKS_ON_INTERRUPT: &str = r#"
+turns:
+  - tool_calls:
+      - bash: {command: "echo attempt >> attempts.log; if [ -f once ]; then echo second; else touch once; sleep 30; fi"}
+  - text: "went on"
+"#;
+
+/// Starts a run under `on_interrupt: ask`, kills it mid-command, and resumes it: the
+/// resumed run must ask before running the command again. Returns the run, its workspace
+/// and the resuming process.
+fn interrupted_asking_run(toren: &Toren) -> (String, std::path::PathBuf, std::process::Child) {
+    toren.file("s.yaml", ASKS_ON_INTERRUPT);
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n  on_interrupt: ask\n",
+    );
+    let mut child = toren.spawn(&["run", "careful", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "running");
+    let ws = toren.workspace(&run);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ws.join("once").exists() {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kill9(&mut child);
+
+    let mut resumed = toren.spawn(&["resume", &run]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let pending = loop {
+        let shown = toren.show(&run);
+        if !shown["pending_approval"].is_null() {
+            break shown["pending_approval"].clone();
+        }
+        assert!(
+            resumed.try_wait().unwrap().is_none(),
+            "resume exited without asking"
+        );
+        assert!(Instant::now() < deadline, "the resumed run never asked");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(pending["attempt"], 2);
+    assert_eq!(pending["interrupted"], true);
+    assert!(
+        pending["command"]
+            .as_str()
+            .unwrap()
+            .contains("attempts.log"),
+        "{pending}"
+    );
+    (run, ws, resumed)
+}
+
+#[test]
+fn on_interrupt_ask_asks_before_a_rerun_and_a_denial_reaches_the_model() {
+    let toren = Toren::new();
+    let (run, ws, resumed) = interrupted_asking_run(&toren);
+    // Nothing ran again while it waits.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(read(&ws.join("attempts.log")), "attempt\n");
+    let call = toren.show(&run)["pending_approval"]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = toren.run(&["deny", &run, &call, "--reason", "it already ran"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = resumed.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "went on\n");
+    assert!(stderr.contains("interrupted mid-execution"), "{stderr}");
+    assert_eq!(read(&ws.join("attempts.log")), "attempt\n", "not re-run");
+    let events = toren.events(&run);
+    assert_eq!(count(&events, "tool_started"), 1);
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap();
+    let output = result["output"].as_str().unwrap();
+    assert!(output.contains("interrupted mid-execution"), "{output}");
+    assert!(output.contains("it already ran"), "{output}");
+    assert_eq!(result["is_error"], true);
+}
+
+#[test]
+fn on_interrupt_ask_reruns_once_approved() {
+    let toren = Toren::new();
+    let (run, ws, resumed) = interrupted_asking_run(&toren);
+    let call = toren.show(&run)["pending_approval"]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = toren.run(&["approve", &run, &call]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = resumed.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(read(&ws.join("attempts.log")), "attempt\nattempt\n");
+    let events = toren.events(&run);
+    assert_eq!(count(&events, "tool_started"), 2);
+    let requested: Vec<u64> = events
+        .iter()
+        .filter(|e| e["type"] == "approval_requested")
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(requested, vec![2], "only the re-run asked");
 }

@@ -12,7 +12,7 @@
 mod approval;
 mod bad_input;
 mod hardening;
-mod harness;
+pub(crate) mod harness;
 mod network;
 mod paths;
 mod runaway;
