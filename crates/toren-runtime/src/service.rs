@@ -182,6 +182,11 @@ impl RunService {
             })
     }
 
+    /// One run's summary (status, lease, counts) without folding its log.
+    pub async fn summary(&self, run: &RunId) -> Result<RunSummary> {
+        Ok(self.store.run(run).await?)
+    }
+
     /// One run: its summary and its folded state. A run whose log cannot be replayed is
     /// recorded as failed with the reason first (unless a live process drives it).
     pub async fn get(&self, run: &RunId) -> Result<RunView> {

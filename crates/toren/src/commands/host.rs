@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use anyhow::anyhow;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use toren_config::Settings;
 use toren_protocol::{AgentSpec, ResolvedPolicy, RunId, RunStatus};
@@ -24,6 +25,9 @@ use crate::wiring;
 pub(crate) struct Host {
     worker: Worker,
     observer: Arc<StderrObserver>,
+    /// Stops the host's own tasks (the reaper, the signal listener) when the run is done.
+    tasks: CancellationToken,
+    reaper: Option<JoinHandle<()>>,
 }
 
 impl Host {
@@ -36,12 +40,18 @@ impl Host {
         service: &RunService,
     ) -> Result<Self, Failure> {
         let store = Arc::clone(service.store());
+        let tasks = CancellationToken::new();
+        let mut reaper = None;
         let backends = match policy {
             Some(policy) => {
                 let backend = wiring::sandbox_backend(policy, settings).await?;
                 if let Some(docker) = backend.docker {
                     // Every long-lived process sweeps the containers no run needs.
-                    tokio::spawn(sandbox::reap_periodically(docker, Arc::clone(&store)));
+                    reaper = Some(tokio::spawn(sandbox::reap_periodically(
+                        docker,
+                        service.clone(),
+                        tasks.child_token(),
+                    )));
                 }
                 vec![backend.seam]
             }
@@ -69,7 +79,12 @@ impl Host {
             holder: holder::this_process(),
             lease_ttl: settings.lease_ttl,
         });
-        Ok(Self { worker, observer })
+        Ok(Self {
+            worker,
+            observer,
+            tasks,
+            reaper,
+        })
     }
 
     /// The holder name this host drives runs under.
@@ -89,14 +104,26 @@ impl Host {
         let run_id = &run_id;
         let cancel = CancellationToken::new();
         // Registered before driving starts, so no early signal falls to the default action.
-        match Signals::new() {
-            Ok(signals) => {
-                tokio::spawn(stop_on_signal(signals, cancel.clone()));
+        let signals = match Signals::new() {
+            Ok(signals) => Some(tokio::spawn(stop_on_signal(
+                signals,
+                cancel.clone(),
+                self.tasks.child_token(),
+            ))),
+            Err(e) => {
+                tracing::warn!("cannot listen for Ctrl-C/SIGTERM: {e}");
+                None
             }
-            Err(e) => tracing::warn!("cannot listen for Ctrl-C/SIGTERM: {e}"),
-        }
+        };
         let outcome = self.worker.drive(lease, &cancel).await;
         self.observer.finish_line();
+        // The host's tasks end with the run.
+        self.tasks.cancel();
+        for task in [signals, self.reaper].into_iter().flatten() {
+            if let Err(e) = task.await {
+                tracing::debug!("a host task ended badly: {e}");
+            }
+        }
         match outcome {
             Ok(outcome) => report(run_id, outcome, json),
             Err(error @ toren_worker::Error::ModelUnavailable { .. }) => {
@@ -154,13 +181,20 @@ fn print_json(run_id: &RunId, status: &str, output: &str) {
     println!("{}", toren_display::escape_json(&object.to_string()));
 }
 
-/// Cancels the run on the first Ctrl-C or SIGTERM; a second one exits at once.
-async fn stop_on_signal(mut signals: Signals, cancel: CancellationToken) {
-    signals.next().await;
-    cancel.cancel();
-    signals.next().await;
-    printer::forced_exit();
-    std::process::exit(i32::from(INTERRUPTED));
+/// Cancels the run on the first Ctrl-C or SIGTERM; a second one exits at once. Ends when
+/// `done` fires.
+async fn stop_on_signal(mut signals: Signals, cancel: CancellationToken, done: CancellationToken) {
+    tokio::select! {
+        () = done.cancelled() => return,
+        () = signals.next() => cancel.cancel(),
+    }
+    tokio::select! {
+        () = done.cancelled() => {}
+        () = signals.next() => {
+            printer::forced_exit();
+            std::process::exit(i32::from(INTERRUPTED));
+        }
+    }
 }
 
 /// Ctrl-C and SIGTERM as one stream.

@@ -7,15 +7,15 @@
 )]
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 use toren_protocol::RunId;
+use toren_runtime::RunService;
 use toren_sandbox_docker::{
     DockerBackend, ORPHAN_AGE, ReapAction, ReapOutcome, ReapReason, RunLiveness, TorenContainer,
 };
-use toren_store::EventLog;
 
 use crate::exit::Failure;
 use crate::wiring;
@@ -23,20 +23,23 @@ use crate::wiring;
 /// How often long-lived processes sweep.
 pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
-/// What the store says of each container's run. A run that has not ended is live whether
-/// or not a process drives it right now (a run waiting to be resumed keeps its container).
+/// What the run service says of each container's run. A run that has not ended is live
+/// whether or not a process drives it right now (a run waiting to be resumed keeps its
+/// container).
 async fn liveness(
-    store: &dyn EventLog,
+    service: &RunService,
     containers: &[TorenContainer],
-) -> Result<HashMap<String, RunLiveness>, toren_store::Error> {
+) -> Result<HashMap<String, RunLiveness>, toren_runtime::Error> {
     let mut known = HashMap::new();
     for container in containers {
         let state = match container.run.parse::<RunId>() {
             Err(_) => RunLiveness::Unknown,
-            Ok(run) => match store.run(&run).await {
+            Ok(run) => match service.summary(&run).await {
                 Ok(summary) if summary.status.is_terminal() => RunLiveness::Finished,
                 Ok(_) => RunLiveness::Live,
-                Err(toren_store::Error::RunNotFound(_)) => RunLiveness::Unknown,
+                Err(toren_runtime::Error::Store(toren_store::Error::RunNotFound(_))) => {
+                    RunLiveness::Unknown
+                }
                 Err(e) => return Err(e),
             },
         };
@@ -48,22 +51,30 @@ async fn liveness(
 /// One reaper sweep over this installation's containers.
 pub(crate) async fn sweep(
     docker: &DockerBackend,
-    store: &dyn EventLog,
+    service: &RunService,
     dry_run: bool,
 ) -> anyhow::Result<Vec<ReapAction>> {
     let containers = docker.list_toren_containers().await?;
-    let known = liveness(store, &containers).await?;
+    let known = liveness(service, &containers).await?;
     // A run the sweep did not see listed (created since) is live: never remove on doubt.
     let is_live = |run: &str| known.get(run).copied().unwrap_or(RunLiveness::Live);
     Ok(docker.reap(is_live, ORPHAN_AGE, dry_run).await?)
 }
 
 /// Sweeps once a minute until the process ends.
-pub(crate) async fn reap_periodically(docker: DockerBackend, store: Arc<dyn EventLog>) {
+/// Sweeps once a minute until `stop` fires.
+pub(crate) async fn reap_periodically(
+    docker: DockerBackend,
+    service: RunService,
+    stop: CancellationToken,
+) {
     let mut tick = tokio::time::interval(SWEEP_EVERY);
     loop {
-        tick.tick().await;
-        if let Err(e) = sweep(&docker, store.as_ref(), false).await {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = sweep(&docker, &service, false).await {
             tracing::warn!("sandbox reaper sweep failed: {e:#}");
         }
     }
@@ -72,12 +83,12 @@ pub(crate) async fn reap_periodically(docker: DockerBackend, store: Arc<dyn Even
 pub(crate) async fn list(as_json: bool) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let docker = wiring::docker(&settings).await?;
-    let store = wiring::store(&settings).await?;
+    let service = wiring::service_with(&settings, wiring::store(&settings).await?);
     let containers = docker
         .list_toren_containers()
         .await
         .map_err(Failure::failed)?;
-    let known = liveness(store.as_ref(), &containers)
+    let known = liveness(&service, &containers)
         .await
         .map_err(Failure::failed)?;
     let run_state = |c: &TorenContainer| match known.get(&c.run) {
@@ -120,8 +131,8 @@ pub(crate) async fn list(as_json: bool) -> Result<u8, Failure> {
 pub(crate) async fn reap(dry_run: bool) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let docker = wiring::docker(&settings).await?;
-    let store = wiring::store(&settings).await?;
-    let actions = sweep(&docker, store.as_ref(), dry_run)
+    let service = wiring::service_with(&settings, wiring::store(&settings).await?);
+    let actions = sweep(&docker, &service, dry_run)
         .await
         .map_err(Failure::failed)?;
     for action in &actions {
