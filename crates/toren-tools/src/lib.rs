@@ -1,7 +1,7 @@
 //! The sandbox toolkit: `bash`, `read_file`, `write_file`, `edit_file`.
 //!
-//! [`Toolkit`] offers the tools to the model ([`Toolkit::specs`]), says which calls need a
-//! human's approval, and executes a [`ToolCall`](toren_protocol::ToolCall) against a
+//! [`Toolkit`] offers the tools to the model ([`Toolkit::specs`]) and executes a
+//! [`ToolCall`](toren_protocol::ToolCall) against a
 //! [`Sandbox`](toren_sandbox::Sandbox). Every mistake the model can correct (bad
 //! arguments, a path outside the workspace, a missing match, a failing command) comes back
 //! as a [`ToolOutcome`] with `is_error: true`; only host faults are a [`ToolError`]. The

@@ -1,5 +1,6 @@
-//! The [`Toolkit`]: the tools offered to a sandbox agent, which of them need approval, and
-//! the dispatch of one [`ToolCall`] to its implementation (`bash`, `read`, `write`).
+//! The [`Toolkit`]: the tools offered to a sandbox agent and the dispatch of one
+//! [`ToolCall`] to its implementation (`bash`, `read`, `write`). Which calls need a human's
+//! approval is the state machine's (`toren_agent::APPROVAL_TOOLS`), not the toolkit's.
 
 use std::time::Duration;
 
@@ -62,12 +63,6 @@ impl Toolkit {
     /// The tools as offered to the model.
     pub fn specs(&self) -> Vec<ToolSpec> {
         specs::specs(&self.settings)
-    }
-
-    /// Whether the call runs a command and so may need a human's approval (`bash` only;
-    /// file tools never ask, I-9). The approval policy decides whether to actually ask.
-    pub fn needs_approval(&self, call: &ToolCall) -> bool {
-        call.name == bash::NAME
     }
 
     /// Runs one call. Everything the model can fix comes back as `Ok` with
