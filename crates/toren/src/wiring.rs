@@ -51,7 +51,7 @@ pub(crate) fn env_lookup(name: &str) -> Option<String> {
 /// directories (`TOREN_HOME` for the default database) mode 0700 and the database 0600; an
 /// existing `TOREN_HOME` that others may enter is the operator's to tighten, so it is only
 /// warned about (its database and workspaces are private either way).
-pub(crate) async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Failure> {
+async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Failure> {
     warn_if_shared(&settings.home);
     let store = SqliteStore::open(settings.database_url.expose())
         .await
@@ -176,7 +176,7 @@ pub(crate) fn instance(settings: &Settings) -> String {
 }
 
 /// The run service over `store`, with the operator's choice of sandbox backend.
-pub(crate) fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
+fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
     let backend = match settings.sandbox {
         SandboxChoice::Local => Some(LocalBackend::NAME.to_owned()),
         SandboxChoice::Docker => Some(DockerBackend::NAME.to_owned()),
@@ -196,11 +196,14 @@ pub(crate) fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> Run
     )
 }
 
+/// The run service over the event log `settings` name.
+pub(crate) async fn service_for(settings: &Settings) -> Result<RunService, Failure> {
+    Ok(service_with(settings, store(settings).await?))
+}
+
 /// The run service, from the environment's settings and store.
 pub(crate) async fn service() -> Result<RunService, Failure> {
-    let settings = settings()?;
-    let store = store(&settings).await?;
-    Ok(service_with(&settings, store))
+    service_for(&settings()?).await
 }
 
 /// The model providers every run's spec picks from, with the operator's keys and URLs.

@@ -24,8 +24,7 @@ pub(crate) async fn decide(
 ) -> Result<u8, Failure> {
     let run_id = parse_run_id(&target.run)?;
     let settings = wiring::settings()?;
-    let store = wiring::store(&settings).await?;
-    let service = wiring::service_with(&settings, store);
+    let service = wiring::service_for(&settings).await?;
     service
         .decide(
             &run_id,
@@ -50,8 +49,7 @@ pub(crate) async fn decide(
 pub(crate) async fn cancel(args: &CancelArgs) -> Result<u8, Failure> {
     let run_id = parse_run_id(&args.run)?;
     let settings = wiring::settings()?;
-    let store = wiring::store(&settings).await?;
-    let service = wiring::service_with(&settings, store);
+    let service = wiring::service_for(&settings).await?;
     service
         .cancel(&run_id, args.reason.clone(), &actor(&settings.user))
         .await

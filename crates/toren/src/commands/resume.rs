@@ -12,8 +12,7 @@ use crate::{printer, wiring};
 pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
     let run_id = parse_run_id(&args.run)?;
     let settings = wiring::settings()?;
-    let store = wiring::store(&settings).await?;
-    let service = wiring::service_with(&settings, store);
+    let service = wiring::service_for(&settings).await?;
     // A log that cannot be replayed is recorded as failed by the service, with the reason,
     // so that no surface goes on calling it resumable.
     let view = service.get(&run_id).await.map_err(Failure::failed)?;

@@ -13,8 +13,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let agent =
         toren_config::find_agent(&args.agent, &settings.agents_dir).map_err(Failure::usage)?;
-    let store = wiring::store(&settings).await?;
-    let service = wiring::service_with(&settings, store);
+    let service = wiring::service_for(&settings).await?;
     let policy = service.resolve_policy(&agent).map_err(Failure::usage)?;
     let host = Host::new(&agent, policy.as_ref(), &settings, &service).await?;
 

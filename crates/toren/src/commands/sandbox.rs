@@ -83,7 +83,7 @@ pub(crate) async fn reap_periodically(
 pub(crate) async fn list(as_json: bool) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let docker = wiring::docker(&settings).await?;
-    let service = wiring::service_with(&settings, wiring::store(&settings).await?);
+    let service = wiring::service_for(&settings).await?;
     let containers = docker
         .list_toren_containers()
         .await
@@ -131,7 +131,7 @@ pub(crate) async fn list(as_json: bool) -> Result<u8, Failure> {
 pub(crate) async fn reap(dry_run: bool) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let docker = wiring::docker(&settings).await?;
-    let service = wiring::service_with(&settings, wiring::store(&settings).await?);
+    let service = wiring::service_for(&settings).await?;
     let actions = sweep(&docker, &service, dry_run)
         .await
         .map_err(Failure::failed)?;
