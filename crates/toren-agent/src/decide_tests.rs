@@ -104,6 +104,7 @@ fn an_agent_without_a_sandbox_is_told_it_has_no_tools() {
         agent,
         policy: None,
         input: c.input,
+        session: None,
     });
     let s = state(vec![no_tools.clone()]);
     assert!(matches!(

@@ -29,8 +29,10 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
             limits: Default::default(),
             workspace: None,
             on_interrupt: Default::default(),
+            sandbox_key: None,
         }),
         input: "do it".into(),
+        session: None,
     })
 }
 

@@ -157,4 +157,9 @@ pub struct ResolvedPolicy {
     /// Pinned like the rest; runs created before it existed re-run interrupted calls.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_interrupt: OnInterrupt,
+    /// The name under which the backend keeps this run's sandbox instance (a container):
+    /// the session's id for a session's turns, so one container serves the whole session.
+    /// `None`: the run's own id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_key: Option<String>,
 }

@@ -103,6 +103,20 @@ pub struct RunCreated {
     pub policy: Option<ResolvedPolicy>,
     /// The person's input that started the run.
     pub input: String,
+    /// The session this run is a turn of; its conversation so far comes before `input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionTurn>,
+}
+
+/// A run that is one turn of a session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionTurn {
+    /// The session's id (`ses_…`).
+    pub id: String,
+    /// The session's name, as people call it.
+    pub name: String,
+    /// The turn's number in the session, from 1.
+    pub turn: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

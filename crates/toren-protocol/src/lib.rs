@@ -18,8 +18,8 @@ pub use agent::{
 };
 pub use event::{
     ApprovalDecided, ApprovalRequested, EVENT_FORMAT_VERSION, Event, EventKind, ModelResponded,
-    RunCancelled, RunCompleted, RunCreated, RunFailed, SandboxProvisioned, ToolCompleted,
-    ToolStarted,
+    RunCancelled, RunCompleted, RunCreated, RunFailed, SandboxProvisioned, SessionTurn,
+    ToolCompleted, ToolStarted,
 };
 pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};

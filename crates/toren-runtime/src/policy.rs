@@ -40,5 +40,6 @@ pub fn resolve_policy(
         limits: sandbox.limits,
         workspace: None,
         on_interrupt: sandbox.on_interrupt,
+        sandbox_key: None,
     }))
 }

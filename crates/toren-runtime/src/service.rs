@@ -121,6 +121,7 @@ impl RunService {
             agent,
             policy: policy.clone(),
             input,
+            session: None,
         };
         let (_, lease) = self
             .store

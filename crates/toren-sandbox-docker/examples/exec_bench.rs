@@ -59,6 +59,7 @@ async fn main() -> anyhow::Result<()> {
         limits: ResourceLimits::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
 
     // Container start to first output: open a run's sandbox and time its first command.

@@ -123,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
         },
         policy: None,
         input: "replay me".into(),
+        session: None,
     };
     let (_, lease) = store.create_run(&run, created, "builder", ttl).await?;
     let mut seq = 1;

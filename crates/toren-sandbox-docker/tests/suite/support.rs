@@ -177,6 +177,7 @@ pub(crate) fn policy() -> ResolvedPolicy {
         limits: ResourceLimits::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     }
 }
 

@@ -33,6 +33,7 @@ async fn fixture(limits: ResourceLimits) -> Fixture {
         limits,
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
     let sandbox = backend
         .open(&RunId::new(), &policy, Vec::new())

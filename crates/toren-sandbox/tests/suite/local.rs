@@ -35,6 +35,7 @@ async fn fixture_with(network: bool, env: Vec<(String, String)>) -> Fixture {
         limits: Default::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
     let sandbox = backend(&root)
         .open(&RunId::new(), &policy, env)
@@ -234,6 +235,7 @@ async fn invalid_granted_variables_are_refused() {
         limits: Default::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
     let err = backend(&root)

@@ -26,6 +26,7 @@ async fn the_local_backend_opens_runs_and_finishes_them_through_the_seam() {
         limits: Default::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
     let run = RunId::new();
     let env = vec![("GREETING".to_owned(), "hello".to_owned())];
@@ -62,6 +63,7 @@ async fn a_refused_variable_is_a_sandbox_error_through_the_seam() {
         limits: Default::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
     let error = seam

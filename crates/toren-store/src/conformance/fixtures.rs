@@ -59,8 +59,10 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             limits: Default::default(),
             workspace: None,
             on_interrupt: Default::default(),
+            sandbox_key: None,
         }),
         input: input.to_owned(),
+        session: None,
     }
 }
 

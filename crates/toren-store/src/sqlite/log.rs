@@ -30,40 +30,9 @@ impl EventLog for SqliteStore {
         ttl: Duration,
     ) -> Result<(Event, Lease)> {
         let mut tx = self.begin_write().await?;
-        let taken = sqlx::query_scalar::<_, i64>("SELECT 1 FROM runs WHERE id = ?")
-            .bind(run_id.as_str())
-            .fetch_optional(&mut *tx)
-            .await?;
-        if taken.is_some() {
-            return Err(Error::RunExists(run_id.clone()));
-        }
-        let now = self.clock.now();
-        let lease = Lease {
-            run_id: run_id.clone(),
-            token: FIRST_TOKEN,
-            holder: holder.to_owned(),
-            expires_at: after(now, ttl),
-        };
-        sqlx::query(
-            "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq,
-                               lease_token, lease_holder, lease_expires_at)
-             VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
-        )
-        .bind(run_id.as_str())
-        .bind(&created.agent.name)
-        .bind(RunStatus::Queued.as_str())
-        .bind(stamp(now))
-        .bind(stamp(now))
-        .bind(token_to_sql(lease.token))
-        .bind(&lease.holder)
-        .bind(stamp(lease.expires_at))
-        .execute(&mut *tx)
-        .await?;
-        let mut batch = Batch::new(run_id, now, 0, RunStatus::Queued);
-        let event = batch.push(&mut tx, EventKind::RunCreated(created)).await?;
-        batch.finish(&mut tx).await?;
+        let created = insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
         tx.commit().await?;
-        Ok((event, lease))
+        Ok(created)
     }
 
     async fn append(
@@ -269,4 +238,48 @@ impl SqliteStore {
         tx.commit().await?;
         Ok(lease)
     }
+}
+
+/// Inserts a new run with its `run_created` event and its first lease, inside `tx`: shared
+/// by [`EventLog::create_run`] and the creation of a session's turn.
+pub(super) async fn insert_run(
+    tx: &mut sqlx::SqliteConnection,
+    now: jiff::Timestamp,
+    run_id: &RunId,
+    created: RunCreated,
+    holder: &str,
+    ttl: Duration,
+) -> Result<(Event, Lease)> {
+    let taken = sqlx::query_scalar::<_, i64>("SELECT 1 FROM runs WHERE id = ?")
+        .bind(run_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+    if taken.is_some() {
+        return Err(Error::RunExists(run_id.clone()));
+    }
+    let lease = Lease {
+        run_id: run_id.clone(),
+        token: FIRST_TOKEN,
+        holder: holder.to_owned(),
+        expires_at: after(now, ttl),
+    };
+    sqlx::query(
+        "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq,
+                           lease_token, lease_holder, lease_expires_at)
+         VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+    )
+    .bind(run_id.as_str())
+    .bind(&created.agent.name)
+    .bind(RunStatus::Queued.as_str())
+    .bind(stamp(now))
+    .bind(stamp(now))
+    .bind(token_to_sql(lease.token))
+    .bind(&lease.holder)
+    .bind(stamp(lease.expires_at))
+    .execute(&mut *tx)
+    .await?;
+    let mut batch = Batch::new(run_id, now, 0, RunStatus::Queued);
+    let event = batch.push(&mut *tx, EventKind::RunCreated(created)).await?;
+    batch.finish(&mut *tx).await?;
+    Ok((event, lease))
 }

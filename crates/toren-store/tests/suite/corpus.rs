@@ -131,6 +131,7 @@ fn expected() -> Vec<Event> {
         limits: Default::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
     let answer = "There are 42 Rust files in the project.";
     vec![
@@ -158,6 +159,7 @@ fn expected() -> Vec<Event> {
                 },
                 policy: Some(docker),
                 input: s("How many Rust files are in the project?"),
+                session: None,
             }),
         ),
         event(
@@ -275,6 +277,7 @@ fn expected() -> Vec<Event> {
                 },
                 policy: None,
                 input: s("Summarize yesterday's notes."),
+                session: None,
             }),
         ),
         event(
@@ -314,8 +317,10 @@ fn expected() -> Vec<Event> {
                     limits: Default::default(),
                     workspace: None,
                     on_interrupt: Default::default(),
+                    sandbox_key: None,
                 }),
                 input: s("Free some disk space."),
+                session: None,
             }),
         ),
         event(

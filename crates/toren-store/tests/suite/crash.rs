@@ -69,6 +69,7 @@ async fn crash_child() {
         },
         policy: None,
         input: "write, then die".into(),
+        session: None,
     };
     let (event, lease) = store
         .create_run(&run_id, created, "crasher:1", Duration::from_secs(60))

@@ -28,6 +28,7 @@ fn created(input: &str) -> RunCreated {
         },
         policy: None,
         input: input.into(),
+        session: None,
     }
 }
 

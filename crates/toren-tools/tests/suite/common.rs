@@ -35,6 +35,7 @@ impl Fixture {
             limits: Default::default(),
             workspace: None,
             on_interrupt: Default::default(),
+            sandbox_key: None,
         };
         let sandbox = backend
             .open(&RunId::new(), &policy, Vec::new())

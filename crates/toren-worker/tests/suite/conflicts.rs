@@ -163,8 +163,10 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
             limits: Default::default(),
             workspace: None,
             on_interrupt: Default::default(),
+            sandbox_key: None,
         }),
         input: "go".into(),
+        session: None,
     };
     let run = RunId::new();
     let ttl = Duration::from_secs(30);

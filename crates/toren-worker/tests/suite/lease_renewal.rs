@@ -172,6 +172,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         limits: Default::default(),
         workspace: None,
         on_interrupt: Default::default(),
+        sandbox_key: None,
     };
     let created = RunCreated {
         agent: AgentSpec {
@@ -191,6 +192,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         },
         policy: Some(policy),
         input: "go".into(),
+        session: None,
     };
     let run = RunId::new();
     let holder = holder::this_process();
