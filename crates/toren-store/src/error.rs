@@ -19,6 +19,22 @@ pub enum Error {
     #[error("no run {0} in this store; `toren runs list` shows the known runs")]
     RunNotFound(RunId),
 
+    #[error("a session named `{0}` already exists; continue it with `toren chat {0}` or pick another name")]
+    SessionExists(String),
+
+    #[error("no session named `{0}`; `toren sessions list` shows the known ones")]
+    SessionNotFound(String),
+
+    /// A turn of the session has not ended: turns never interleave.
+    #[error(
+        "turn {turn} of session `{session}` (run {run_id}) has not ended; wait for it, or          cancel it with `toren cancel {run_id}`"
+    )]
+    TurnInProgress {
+        session: String,
+        turn: u32,
+        run_id: RunId,
+    },
+
     /// The log moved on since the caller last read it; nothing was written.
     #[error(
         "run {run_id} moved on: the append expected event #{expected} to be the last, \
@@ -99,6 +115,10 @@ pub enum Error {
     )]
     CorruptRun { run_id: String, reason: String },
 
+    /// A stored session row that does not decode.
+    #[error("the stored session `{session}` is unreadable ({reason}); the database is damaged")]
+    CorruptSession { session: String, reason: String },
+
     #[error("cannot encode event #{seq} of run {run_id} as JSON: {source}")]
     Encode {
         run_id: RunId,
@@ -159,6 +179,9 @@ impl Error {
             Self::Database(e) => is_transient(e),
             Self::RunExists(_)
             | Self::RunNotFound(_)
+            | Self::SessionExists(_)
+            | Self::SessionNotFound(_)
+            | Self::TurnInProgress { .. }
             | Self::Conflict { .. }
             | Self::RunEnded { .. }
             | Self::Leased { .. }
@@ -167,6 +190,7 @@ impl Error {
             | Self::AlreadyDecided { .. }
             | Self::CorruptEvent { .. }
             | Self::CorruptRun { .. }
+            | Self::CorruptSession { .. }
             | Self::Encode { .. }
             | Self::UnsupportedUrl { .. }
             | Self::CreateDir { .. }

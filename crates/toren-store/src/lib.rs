@@ -8,12 +8,16 @@
 //! keep the `status` column in step) and the approval rules of
 //! [`EventLog::decide_approval`]. It takes the time from a [`Clock`].
 //!
+//! Sessions (a conversation of many turns, each a run) are a second contract,
+//! [`SessionStore`], which the SQLite backend implements too.
+//!
 //! [`EventKind::status_after`]: toren_protocol::EventKind::status_after
 
 mod clock;
 mod error;
 mod lease;
 mod log;
+mod sessions;
 mod sqlite;
 
 pub mod conformance;
@@ -22,4 +26,5 @@ pub use clock::{Clock, SystemClock, TestClock};
 pub use error::{Error, Result};
 pub use lease::{Lease, LeaseInfo};
 pub use log::{EventLog, RunSummary};
+pub use sessions::{Session, SessionStore, SessionTurnRow};
 pub use sqlite::SqliteStore;

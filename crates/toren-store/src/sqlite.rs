@@ -30,6 +30,7 @@
 mod batch;
 mod log;
 mod rows;
+mod sessions;
 mod state;
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

@@ -3,3 +3,4 @@ mod conformance;
 mod corpus;
 mod crash;
 mod sqlite;
+mod sessions;

@@ -1,0 +1,322 @@
+//! [`SessionStore`] on SQLite: `sessions`, `session_turns`, `session_messages` and
+//! `session_queue` (migration 0003). A turn is created in the same `BEGIN IMMEDIATE`
+//! transaction as its run, after checking that every earlier turn's run has ended.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use toren_protocol::{Event, Message, RunCreated, RunId, SessionTurn};
+
+use super::SqliteStore;
+use super::log::insert_run;
+use super::rows::{self, stamp};
+use crate::{Error, Lease, Result, Session, SessionStore, SessionTurnRow};
+
+#[derive(sqlx::FromRow)]
+struct SessionRow {
+    id: String,
+    name: String,
+    spec: String,
+    policy: Option<String>,
+    created_at: String,
+}
+
+impl SessionRow {
+    fn decode(self) -> Result<Session> {
+        let bad = |reason: String| Error::CorruptSession {
+            session: self.name.clone(),
+            reason,
+        };
+        let agent = serde_json::from_str(&self.spec).map_err(|e| bad(format!("spec: {e}")))?;
+        let policy = match &self.policy {
+            Some(p) => Some(serde_json::from_str(p).map_err(|e| bad(format!("policy: {e}")))?),
+            None => None,
+        };
+        let created_at = self
+            .created_at
+            .parse()
+            .map_err(|e| bad(format!("created_at: {e}")))?;
+        Ok(Session {
+            id: self.id,
+            name: self.name,
+            agent,
+            policy,
+            created_at,
+        })
+    }
+}
+
+const BY_NAME: &str = "SELECT id, name, spec, policy, created_at FROM sessions WHERE name = ?";
+
+fn encode<T: serde::Serialize>(session: &str, what: &str, value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::CorruptSession {
+        session: session.to_owned(),
+        reason: format!("cannot encode its {what}: {e}"),
+    })
+}
+
+fn turn_number(session: &str, value: i64) -> Result<u32> {
+    u32::try_from(value).map_err(|_| Error::CorruptSession {
+        session: session.to_owned(),
+        reason: format!("turn number {value}"),
+    })
+}
+
+#[async_trait]
+impl SessionStore for SqliteStore {
+    async fn create_session(&self, session: &Session) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let taken = sqlx::query_scalar::<_, i64>("SELECT 1 FROM sessions WHERE name = ?")
+            .bind(&session.name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if taken.is_some() {
+            return Err(Error::SessionExists(session.name.clone()));
+        }
+        let policy = match &session.policy {
+            Some(policy) => Some(encode(&session.name, "policy", policy)?),
+            None => None,
+        };
+        sqlx::query(
+            "INSERT INTO sessions (id, name, agent, spec, policy, created_at)
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&session.id)
+        .bind(&session.name)
+        .bind(&session.agent.name)
+        .bind(encode(&session.name, "spec", &session.agent)?)
+        .bind(policy)
+        .bind(stamp(session.created_at))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn session(&self, name: &str) -> Result<Session> {
+        let row = sqlx::query_as::<_, SessionRow>(BY_NAME)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.ok_or_else(|| Error::SessionNotFound(name.to_owned()))?
+            .decode()
+    }
+
+    async fn sessions(&self) -> Result<Vec<Session>> {
+        let rows = sqlx::query_as::<_, SessionRow>(
+            "SELECT id, name, spec, policy, created_at FROM sessions
+             ORDER BY created_at DESC, id DESC",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(SessionRow::decode).collect()
+    }
+
+    async fn remove_session(&self, name: &str) -> Result<Session> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query_as::<_, SessionRow>(BY_NAME)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let session = row
+            .ok_or_else(|| Error::SessionNotFound(name.to_owned()))?
+            .decode()?;
+        for delete in [
+            "DELETE FROM session_queue WHERE session_id = ?",
+            "DELETE FROM session_messages WHERE session_id = ?",
+            "DELETE FROM session_turns WHERE session_id = ?",
+        ] {
+            sqlx::query(delete)
+                .bind(&session.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query("DELETE FROM sessions WHERE id = ?")
+            .bind(&session.id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(session)
+    }
+
+    async fn turns(&self, session_id: &str) -> Result<Vec<SessionTurnRow>> {
+        let rows = sqlx::query_as::<_, (i64, String, String)>(
+            "SELECT t.turn, t.run_id, r.status FROM session_turns t JOIN runs r ON r.id = t.run_id
+             WHERE t.session_id = ? ORDER BY t.turn",
+        )
+        .bind(session_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(turn, run, status)| {
+                Ok(SessionTurnRow {
+                    turn: turn_number(session_id, turn)?,
+                    status: rows::status(&run, &status)?,
+                    run_id: run.parse().map_err(|e| Error::CorruptSession {
+                        session: session_id.to_owned(),
+                        reason: format!("run id `{run}`: {e}"),
+                    })?,
+                })
+            })
+            .collect()
+    }
+
+    async fn create_turn(
+        &self,
+        session_id: &str,
+        run_id: &RunId,
+        mut created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(Event, Lease, u32)> {
+        let mut tx = self.begin_write().await?;
+        let name = sqlx::query_scalar::<_, String>("SELECT name FROM sessions WHERE id = ?")
+            .bind(session_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))?;
+        let open = sqlx::query_as::<_, (i64, String)>(
+            "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
+             WHERE t.session_id = ? AND r.status NOT IN ('completed', 'failed', 'cancelled')
+             ORDER BY t.turn LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((turn, run)) = open {
+            return Err(Error::TurnInProgress {
+                session: name,
+                turn: turn_number(session_id, turn)?,
+                run_id: run.parse().map_err(|e| Error::CorruptSession {
+                    session: session_id.to_owned(),
+                    reason: format!("run id `{run}`: {e}"),
+                })?,
+            });
+        }
+        let last = sqlx::query_scalar::<_, Option<i64>>(
+            "SELECT MAX(turn) FROM session_turns WHERE session_id = ?",
+        )
+        .bind(session_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let turn = turn_number(session_id, last.unwrap_or(0) + 1)?;
+        created.session = Some(SessionTurn {
+            id: session_id.to_owned(),
+            name,
+            turn,
+        });
+        let (event, lease) =
+            insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
+        sqlx::query("INSERT INTO session_turns (session_id, turn, run_id) VALUES (?, ?, ?)")
+            .bind(session_id)
+            .bind(i64::from(turn))
+            .bind(run_id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok((event, lease, turn))
+    }
+
+    async fn conversation(
+        &self,
+        session_id: &str,
+        before_turn: u32,
+    ) -> Result<Vec<(u32, Message)>> {
+        let rows = sqlx::query_as::<_, (i64, String)>(
+            "SELECT turn, message FROM session_messages WHERE session_id = ? AND turn < ?
+             ORDER BY turn, idx",
+        )
+        .bind(session_id)
+        .bind(i64::from(before_turn))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|(turn, message)| {
+                let message =
+                    serde_json::from_str(&message).map_err(|e| Error::CorruptSession {
+                        session: session_id.to_owned(),
+                        reason: format!("a message of turn {turn}: {e}"),
+                    })?;
+                Ok((turn_number(session_id, turn)?, message))
+            })
+            .collect()
+    }
+
+    async fn record_turn_messages(
+        &self,
+        session_id: &str,
+        turn: u32,
+        messages: &[Message],
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let recorded = sqlx::query_scalar::<_, i64>(
+            "SELECT 1 FROM session_messages WHERE session_id = ? AND turn = ? LIMIT 1",
+        )
+        .bind(session_id)
+        .bind(i64::from(turn))
+        .fetch_optional(&mut *tx)
+        .await?;
+        if recorded.is_some() {
+            return Ok(());
+        }
+        for (idx, message) in messages.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO session_messages (session_id, turn, idx, message) VALUES (?, ?, ?, ?)",
+            )
+            .bind(session_id)
+            .bind(i64::from(turn))
+            .bind(i64::try_from(idx).unwrap_or(i64::MAX))
+            .bind(encode(session_id, "conversation", message)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn enqueue(&self, session_id: &str, text: &str) -> Result<u32> {
+        let mut tx = self.begin_write().await?;
+        let last = sqlx::query_scalar::<_, Option<i64>>(
+            "SELECT MAX(seq) FROM session_queue WHERE session_id = ?",
+        )
+        .bind(session_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO session_queue (session_id, seq, text, queued_at) VALUES (?, ?, ?, ?)",
+        )
+        .bind(session_id)
+        .bind(last.unwrap_or(0) + 1)
+        .bind(text)
+        .bind(stamp(self.clock.now()))
+        .execute(&mut *tx)
+        .await?;
+        let waiting =
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM session_queue WHERE session_id = ?")
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        Ok(u32::try_from(waiting).unwrap_or(u32::MAX))
+    }
+
+    async fn dequeue(&self, session_id: &str) -> Result<Option<String>> {
+        let mut tx = self.begin_write().await?;
+        let next = sqlx::query_as::<_, (i64, String)>(
+            "SELECT seq, text FROM session_queue WHERE session_id = ? ORDER BY seq LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((seq, text)) = next else {
+            return Ok(None);
+        };
+        sqlx::query("DELETE FROM session_queue WHERE session_id = ? AND seq = ?")
+            .bind(session_id)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(text))
+    }
+}
