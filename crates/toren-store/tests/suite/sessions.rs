@@ -59,14 +59,15 @@ async fn names_are_unique_and_sessions_round_trip() {
         Err(Error::SessionNotFound(n)) if n == "nope"
     ));
     store.create_session(&session("beta")).await.unwrap();
-    let names: Vec<String> = store
+    let mut names: Vec<String> = store
         .sessions()
         .await
         .unwrap()
         .into_iter()
         .map(|s| s.name)
         .collect();
-    assert_eq!(names.len(), 2);
+    names.sort();
+    assert_eq!(names, vec!["alpha".to_owned(), "beta".to_owned()]);
 }
 
 #[tokio::test]
