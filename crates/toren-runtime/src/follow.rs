@@ -132,6 +132,9 @@ pub struct Follow {
     /// (after the log as it was when following began).
     streamed: String,
     live: bool,
+    /// The rest of an answer given whole before its deltas came: those deltas, when they
+    /// come, are not given again.
+    stale: String,
 }
 
 impl Follow {
@@ -154,6 +157,7 @@ impl Follow {
             stream,
             streamed: String::new(),
             live: false,
+            stale: String::new(),
         }
     }
 
@@ -172,6 +176,7 @@ impl Follow {
                         && !rest.is_empty()
                     {
                         let rest = rest.to_owned();
+                        self.stale.clone_from(&rest);
                         self.streamed.clone_from(text);
                         self.buffered.push_front(event);
                         return Ok(Some(Followed::Text(rest)));
@@ -197,12 +202,19 @@ impl Follow {
                 continue;
             }
             self.live = true;
-            // An ended run whose last event was already given: nothing more will come.
-            if self.store.run(&self.run).await?.status.is_terminal() {
-                self.ended = true;
+            // An ended run whose last event was already given: nothing more will come. Its
+            // end may have been appended since the read above: then read it first.
+            let summary = self.store.run(&self.run).await?;
+            if summary.status.is_terminal() {
+                self.ended = summary.last_seq <= self.after;
                 continue;
             }
             if let Some(text) = self.wait().await {
+                if let Some(left) = self.stale.strip_prefix(text.as_str()) {
+                    self.stale = left.to_owned();
+                    continue;
+                }
+                self.stale.clear();
                 self.streamed.push_str(&text);
                 return Ok(Some(Followed::Text(text)));
             }
@@ -235,7 +247,10 @@ impl Follow {
                     Ok(Notice::Moved(run)) if run == self.run => return None,
                     Ok(_) => {}
                     // Fell behind: re-read the store now.
-                    Err(broadcast::error::RecvError::Lagged(_)) => return None,
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.stale.clear();
+                        return None;
+                    }
                     // No notifier any more: only the poll is left.
                     Err(broadcast::error::RecvError::Closed) => {
                         (&mut deadline).await;

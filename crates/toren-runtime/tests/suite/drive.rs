@@ -133,7 +133,11 @@ async fn resumes_after_the_stop(home: &Home, run: &toren_protocol::RunId) {
     assert_eq!(outcome, completed("done"));
     let events = home.events(run).await;
     assert_gap_free(&events);
-    assert_eq!(events[..stopped.len()], stopped[..], "the log was rewritten");
+    assert_eq!(
+        events[..stopped.len()],
+        stopped[..],
+        "the log was rewritten"
+    );
     let starts: Vec<(String, u32)> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -181,7 +185,10 @@ async fn a_run_stopped_mid_command_is_driven_again_without_repeating_completed_c
     until("its sleep runs", || !processes_with(marker).is_empty()).await;
 
     stop.cancel();
-    let outcome = within("the stopped driver", driving).await.unwrap().unwrap();
+    let outcome = within("the stopped driver", driving)
+        .await
+        .unwrap()
+        .unwrap();
 
     assert_eq!(outcome, Outcome::Interrupted);
     until("the stopped command is killed", || {

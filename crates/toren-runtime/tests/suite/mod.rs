@@ -1,3 +1,7 @@
 mod support;
 
+mod cancel;
 mod drive;
+mod follow;
+mod interrupt;
+mod many;

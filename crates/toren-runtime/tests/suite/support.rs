@@ -49,7 +49,6 @@ pub(crate) const OPERATOR_ENV: [(&str, &str); 3] =
 pub(crate) struct Turn {
     text: Option<String>,
     calls: Vec<Value>,
-    delay_ms: u64,
 }
 
 /// A turn that says `text` (the final answer when it has no calls).
@@ -68,6 +67,16 @@ pub(crate) fn calls(calls: Vec<Value>) -> Turn {
     }
 }
 
+impl Turn {
+    /// The same turn, saying `text` besides its calls.
+    pub(crate) fn saying(self, text: &str) -> Self {
+        Self {
+            text: Some(text.to_owned()),
+            ..self
+        }
+    }
+}
+
 /// A `bash` call.
 pub(crate) fn bash(command: &str) -> Value {
     json!({ "bash": { "command": command } })
@@ -82,7 +91,7 @@ pub(crate) fn tool(name: &str, args: Value) -> Value {
 pub(crate) fn script(turns: &[Turn]) -> String {
     let turns: Vec<Value> = turns
         .iter()
-        .map(|t| json!({ "text": t.text, "tool_calls": t.calls, "delay_ms": t.delay_ms }))
+        .map(|t| json!({ "text": t.text, "tool_calls": t.calls }))
         .collect();
     serde_json::to_string_pretty(&json!({ "turns": turns })).unwrap()
 }
@@ -215,7 +224,12 @@ impl Home {
 
     /// Writes `turns` as the script of agent `name` and returns its spec, as read from an
     /// agent file beside the script.
-    pub(crate) fn agent(&self, name: &str, sandbox: Option<SandboxSpec>, turns: &[Turn]) -> AgentSpec {
+    pub(crate) fn agent(
+        &self,
+        name: &str,
+        sandbox: Option<SandboxSpec>,
+        turns: &[Turn],
+    ) -> AgentSpec {
         let script_name = format!("{name}.script.yaml");
         std::fs::write(self.dir.path().join(&script_name), script(turns)).unwrap();
         AgentSpec {
@@ -224,7 +238,13 @@ impl Home {
             instructions: None,
             sandbox,
             max_turns: 10,
-            source: Some(self.dir.path().join(format!("{name}.yaml")).display().to_string()),
+            source: Some(
+                self.dir
+                    .path()
+                    .join(format!("{name}.yaml"))
+                    .display()
+                    .to_string(),
+            ),
         }
     }
 
