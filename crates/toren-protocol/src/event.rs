@@ -59,6 +59,9 @@ pub enum EventKind {
     RunFailed(RunFailed),
     /// Since v1.
     RunCancelled(RunCancelled),
+    /// Since v1. Before a model call: from now on the conversation sent to the model
+    /// shortens or leaves out what this names, so that it fits the model's context window.
+    ContextCompacted(ContextCompacted),
 }
 
 impl EventKind {
@@ -75,6 +78,7 @@ impl EventKind {
             Self::RunCompleted(_) => "run_completed",
             Self::RunFailed(_) => "run_failed",
             Self::RunCancelled(_) => "run_cancelled",
+            Self::ContextCompacted(_) => "context_compacted",
         }
     }
 
@@ -89,7 +93,8 @@ impl EventKind {
             Self::ModelResponded(_)
             | Self::ToolStarted(_)
             | Self::ToolCompleted(_)
-            | Self::SandboxProvisioned(_) => None,
+            | Self::SandboxProvisioned(_)
+            | Self::ContextCompacted(_) => None,
         }
     }
 }
@@ -117,6 +122,19 @@ pub struct SessionTurn {
     pub name: String,
     /// The turn's number in the session, from 1.
     pub turn: u32,
+}
+
+/// The channel a run is bound to: where files the agent sends reach the person
+/// (`send_to_channel`). `toren run` binds none; a chat session binds its turns to the
+/// terminal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelBinding {
+    /// The channel's kind, as channels name themselves: `terminal`, later `telegram`.
+    pub kind: String,
+    /// Where on that channel, in its own terms: for the terminal, the name of the
+    /// downloads subdirectory (a session's name; empty: the run's id); for Telegram, a chat.
+    #[serde(default)]
+    pub address: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -219,4 +237,36 @@ pub struct RunCancelled {
     /// Through which front door (`cli`, `api`, …), when a person did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+}
+
+/// What a compaction changes in the conversation sent to the model, on top of the earlier
+/// ones. The request is a pure function of the log: the conversation folded from it, with
+/// every recorded compaction applied (`toren-agent`'s `context` module), so a resumed run
+/// sends exactly the bytes it sent before.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextCompacted {
+    /// Tool calls whose outputs are replaced by a stub naming the call and the output's size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stubbed: Vec<String>,
+    /// Stretches of the conversation left out, each replaced by a note listing the tool
+    /// calls it held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<MessageRange>,
+    /// The context window, in tokens, the compaction made room in.
+    #[serde(default)]
+    pub context_tokens: u32,
+    /// Toren's estimate of the request's input tokens before the compaction.
+    #[serde(default)]
+    pub estimated_before: u64,
+    /// … and after it.
+    #[serde(default)]
+    pub estimated_after: u64,
+}
+
+/// Positions in the conversation a run sends to its model (0 is the first message; for a
+/// session's turn, the session's first), from `start` up to but not including `end`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageRange {
+    pub start: u64,
+    pub end: u64,
 }

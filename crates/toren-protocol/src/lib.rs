@@ -10,6 +10,7 @@ mod agent;
 mod event;
 mod ids;
 mod message;
+mod models;
 mod status;
 mod tool_args;
 
@@ -21,7 +22,10 @@ pub use event::{
     RunCancelled, RunCompleted, RunCreated, RunFailed, SandboxProvisioned, SessionTurn,
     ToolCompleted, ToolStarted,
 };
+pub use event::ChannelBinding;
+pub use event::{ContextCompacted, MessageRange};
 pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
+pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window};
 pub use status::{RunStatus, UnknownStatus};
 pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};

@@ -1,0 +1,3 @@
+mod factory;
+mod kind;
+mod terminal;
