@@ -3,5 +3,6 @@ mod support;
 mod cancel;
 mod drive;
 mod follow;
+mod follow_end;
 mod interrupt;
 mod many;

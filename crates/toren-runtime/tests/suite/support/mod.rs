@@ -17,25 +17,26 @@
 //! assert_eq!(std::fs::read_to_string(home.workspace(&run).join("f")).unwrap(), "hi\n");
 //! ```
 
-use std::collections::BTreeMap;
-use std::future::Future;
+mod checks;
+mod script;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 use toren_model::{ModelProvider, ModelRequest, ModelResponse, ProviderSettings, TextSink};
-use toren_protocol::{
-    AgentSpec, ApprovalPolicy, Event, EventKind, RunId, RunStatus, SandboxSpec, ToolCompleted,
-};
+use toren_protocol::{AgentSpec, Event, RunId, RunStatus, SandboxSpec};
 use toren_runtime::{Actor, Created, Followed, PolicySettings, RunService, ServiceSettings};
 use toren_sandbox::{LocalBackend, LocalSettings};
 use toren_store::{EventLog, SqliteStore};
 use toren_tools::Toolkit;
 use toren_worker::{ModelFactory, Outcome, Worker, WorkerConfig, holder};
+
+pub(crate) use checks::*;
+pub(crate) use script::*;
 
 /// How long any wait for a condition may take before the test fails.
 pub(crate) const WAIT: Duration = Duration::from_secs(30);
@@ -43,70 +44,6 @@ pub(crate) const WAIT: Duration = Duration::from_secs(30);
 /// The operator's variables a sandbox may be granted (by name, in the agent's `env`).
 pub(crate) const OPERATOR_ENV: [(&str, &str); 3] =
     [("ALPHA", "alpha"), ("BETA", "beta"), ("GAMMA", "gamma")];
-
-/// One scripted model turn: text and tool calls (`{tool: arguments}` each).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Turn {
-    text: Option<String>,
-    calls: Vec<Value>,
-}
-
-/// A turn that says `text` (the final answer when it has no calls).
-pub(crate) fn say(text: &str) -> Turn {
-    Turn {
-        text: Some(text.to_owned()),
-        ..Turn::default()
-    }
-}
-
-/// A turn that makes `calls`.
-pub(crate) fn calls(calls: Vec<Value>) -> Turn {
-    Turn {
-        calls,
-        ..Turn::default()
-    }
-}
-
-impl Turn {
-    /// The same turn, saying `text` besides its calls.
-    pub(crate) fn saying(self, text: &str) -> Self {
-        Self {
-            text: Some(text.to_owned()),
-            ..self
-        }
-    }
-}
-
-/// A `bash` call.
-pub(crate) fn bash(command: &str) -> Value {
-    json!({ "bash": { "command": command } })
-}
-
-/// A call of `tool` with `args`.
-pub(crate) fn tool(name: &str, args: Value) -> Value {
-    json!({ name: args })
-}
-
-/// The script file of `turns`, as JSON (which is YAML).
-pub(crate) fn script(turns: &[Turn]) -> String {
-    let turns: Vec<Value> = turns
-        .iter()
-        .map(|t| json!({ "text": t.text, "tool_calls": t.calls }))
-        .collect();
-    serde_json::to_string_pretty(&json!({ "turns": turns })).unwrap()
-}
-
-/// A sandbox with `approval` and everything else at its default.
-pub(crate) fn sandbox(approval: ApprovalPolicy) -> SandboxSpec {
-    SandboxSpec {
-        image: None,
-        network: false,
-        approval,
-        env: Vec::new(),
-        limits: Default::default(),
-        on_interrupt: Default::default(),
-    }
-}
 
 /// The outcome of a run that completed with `output`.
 pub(crate) fn completed(output: &str) -> Outcome {
@@ -238,6 +175,7 @@ impl Home {
             instructions: None,
             sandbox,
             max_turns: 10,
+            context_tokens: None,
             source: Some(
                 self.dir
                     .path()
@@ -326,68 +264,6 @@ impl Home {
             .map(|(_, r)| r.clone())
             .collect()
     }
-}
-
-/// Waits until `cond` holds, checking every 10 ms; fails the test after [`WAIT`].
-pub(crate) async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// Awaits `future`, failing the test after [`WAIT`] with `what`.
-pub(crate) async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, future)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: not within {WAIT:?}"))
-}
-
-/// The `type` of each event.
-pub(crate) fn types(events: &[Event]) -> Vec<&'static str> {
-    events.iter().map(|e| e.kind.name()).collect()
-}
-
-/// Asserts that the seqs are 1, 2, 3, … with no gap.
-pub(crate) fn assert_gap_free(events: &[Event]) {
-    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-    let expected: Vec<u64> = (1..=events.len() as u64).collect();
-    assert_eq!(seqs, expected, "{:?}", types(events));
-}
-
-/// Each call's recorded result, by call id (the last one where a call has several).
-pub(crate) fn results(events: &[Event]) -> BTreeMap<String, ToolCompleted> {
-    events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::ToolCompleted(c) => Some((c.call_id.clone(), c.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Where in `events` the first event matching `pred` is.
-pub(crate) fn position(events: &[Event], pred: impl Fn(&EventKind) -> bool) -> Option<usize> {
-    events.iter().position(|e| pred(&e.kind))
-}
-
-/// Pids and command lines of the host's processes (other than this test) that contain
-/// `marker`.
-pub(crate) fn processes_with(marker: &str) -> Vec<(u32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != std::process::id())
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-            line.contains(marker).then_some((pid, line))
-        })
-        .collect()
 }
 
 /// Every model call goes through the real provider and is recorded first.
