@@ -205,8 +205,36 @@ impl ModelProvider for GatedModel {
     }
 }
 
+/// Waits until the log has an answer after `seq`.
+async fn until_answered(service: &RunService, run: &RunId, seq: u64) {
+    within("the answer", async {
+        while !service
+            .events(run, seq)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::ModelResponded(_)))
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn streamed_text_reaches_the_follower_whole_and_before_its_answer() {
+    streamed_text(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_still_queued_when_its_answer_is_committed_is_not_given_twice() {
+    streamed_text(true).await;
+}
+
+/// A run of two answers with text, followed. `late`: once the first piece of an answer's
+/// text has reached the follower, it waits until the answer is committed before it asks
+/// for more, so the rest of the text is still queued for it when it reads the answer.
+async fn streamed_text(late: bool) {
     let gate = Arc::new(Semaphore::new(0));
     let home = Home::with(Options {
         models: Some(Arc::new(Gated {
@@ -235,16 +263,23 @@ async fn streamed_text_reaches_the_follower_whole_and_before_its_answer() {
             let mut follow = service.follow(&run, 0);
             let mut items = Vec::new();
             let mut released = false;
+            let mut seen = 0;
             while let Some(item) = follow.next().await.unwrap() {
                 match &item {
                     Followed::Text(_) if !released => {
                         gate.add_permits(1);
                         released = true;
+                        if late {
+                            until_answered(&service, &run, seen).await;
+                        }
                     }
-                    Followed::Event(e) if matches!(e.kind, EventKind::ModelResponded(_)) => {
-                        released = false;
+                    Followed::Event(e) => {
+                        seen = e.seq;
+                        if matches!(e.kind, EventKind::ModelResponded(_)) {
+                            released = false;
+                        }
                     }
-                    _ => {}
+                    Followed::Text(_) => {}
                 }
                 items.push(item);
             }
@@ -268,5 +303,5 @@ async fn streamed_text_reaches_the_follower_whole_and_before_its_answer() {
         .iter()
         .filter(|i| matches!(i, Followed::Text(_)))
         .count();
-    eprintln!("{deltas} text deltas for 2 answers of 5 and 4 words");
+    eprintln!("{deltas} text pieces for 2 answers of 5 and 4 words (late: {late})");
 }
