@@ -46,11 +46,8 @@ impl RunState {
                     ),
                 },
             },
-            _ => Action::CallModel {
-                system: crate::system_prompt(&self.agent),
-                messages: self.messages.clone(),
-                offer_tools: self.agent.sandbox.is_some(),
-            },
+            // The conversation as it fits the context window (`compact`).
+            _ => self.model_call(),
         }
     }
 

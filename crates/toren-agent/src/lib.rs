@@ -10,13 +10,21 @@
 
 mod action;
 mod admit;
+mod compact;
+mod context;
 mod decide;
 mod prompt;
 mod state;
+mod usage;
 
 pub use action::{Action, INTERRUPTED_NOTE, MAX_TOOL_ATTEMPTS};
+pub use context::{
+    COMPACT_TO_PERCENT, Compaction, OUTPUT_RESERVE_MAX, TOOLS_RESERVE, estimate_tokens,
+    message_tokens,
+};
 pub use prompt::{default_instructions, system_prompt};
 pub use state::{Error, RunState};
+pub use usage::{total_usage, usage_of};
 
 /// Tools whose calls wait for a human under `approval: always`.
 pub const APPROVAL_TOOLS: &[&str] = &["bash"];

@@ -21,6 +21,10 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSpec>,
     pub max_turns: u32,
+    /// The model's context window in tokens, from the agent file's `context_tokens`;
+    /// `None`: the size Toren knows for `model` ([`crate::context_window`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u32>,
     /// The file the spec was read from, absolute; relative paths in the spec (the
     /// `scripted/` model) resolve against its directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -29,6 +33,13 @@ pub struct AgentSpec {
 
 impl AgentSpec {
     pub const DEFAULT_MAX_TURNS: u32 = 50;
+
+    /// The context window the conversation must fit, in tokens: `context_tokens`, else
+    /// the known size of `model`.
+    pub fn context_window(&self) -> u32 {
+        self.context_tokens
+            .unwrap_or_else(|| crate::context_window(&self.model))
+    }
 
     /// The provider part and the model part of `model`.
     pub fn model_parts(&self) -> (&str, &str) {
