@@ -169,12 +169,17 @@ impl Checker<'_> {
             None => AgentSpec::DEFAULT_MAX_TURNS,
             Some(count) => self.max_turns(count)?,
         };
+        let context_tokens = match raw.context_tokens {
+            None => None,
+            Some(count) => Some(self.context_tokens(count)?),
+        };
         Ok(AgentSpec {
             name: raw.name.value,
             model: raw.model.value,
             instructions,
             sandbox,
             max_turns,
+            context_tokens,
             source: None,
         })
     }

@@ -8,6 +8,7 @@
 //! binary supplies — this crate never reads the environment itself.
 
 mod agent_file;
+mod context_tokens;
 mod diagnostic;
 pub mod env_vars;
 mod error;
@@ -18,6 +19,7 @@ mod settings;
 mod yaml_errors;
 
 pub use agent_file::{MAX_NAME_LEN, PROVIDERS, load_agent, parse_agent};
+pub use context_tokens::{MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS};
 pub use diagnostic::{Diagnostic, Position};
 pub use env_vars::{ENV_VARS, EnvVar};
 pub use error::{Error, Result};

@@ -23,6 +23,8 @@ pub(crate) struct RawAgent {
     pub(crate) sandbox: Option<Spanned<RawSandbox>>,
     #[serde(default)]
     pub(crate) max_turns: Option<Spanned<RawCount>>,
+    #[serde(default)]
+    pub(crate) context_tokens: Option<Spanned<RawCount>>,
 }
 
 /// `sandbox:` — `true`, `false`, a mapping, or something else to report.
@@ -79,7 +81,7 @@ pub(crate) enum RawSize {
     Other(Found),
 }
 
-/// A count such as `max_turns:` — an integer (any sign, checked later) or something else.
+/// A count such as `max_turns:` or `context_tokens:` — an integer (any sign, checked later) or something else.
 #[derive(Debug)]
 pub(crate) enum RawCount {
     Integer(i128),

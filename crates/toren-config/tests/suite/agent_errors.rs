@@ -266,6 +266,42 @@ fn names_turn_limits_and_approvals_are_validated() {
 }
 
 #[test]
+fn context_tokens_is_a_window_size_in_range() {
+    check(&[
+        (
+            "context_tokens_zero",
+            "name: a\nmodel: ollama/m\ncontext_tokens: 0\n",
+            3,
+            17,
+        ),
+        (
+            "context_tokens_too_small",
+            "name: a\nmodel: ollama/m\ncontext_tokens: 512\n",
+            3,
+            17,
+        ),
+        (
+            "context_tokens_too_large",
+            "name: a\nmodel: ollama/m\ncontext_tokens: 20000000\n",
+            3,
+            17,
+        ),
+        (
+            "context_tokens_with_unit",
+            "name: a\nmodel: ollama/m\ncontext_tokens: 8k\n",
+            3,
+            17,
+        ),
+        (
+            "context_tokens_fraction",
+            "name: a\nmodel: ollama/m\ncontext_tokens: 8000.5\n",
+            3,
+            17,
+        ),
+    ]);
+}
+
+#[test]
 fn resource_limits_are_validated_where_they_are_written() {
     const HEAD: &str = "name: a\nmodel: anthropic/m\nsandbox:\n";
     let cases: Vec<(&str, String, u64, u64)> = vec![

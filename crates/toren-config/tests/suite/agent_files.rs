@@ -24,9 +24,32 @@ fn a_minimal_file_has_no_sandbox_and_the_default_turn_limit() {
             instructions: None,
             sandbox: None,
             max_turns: 50,
+            context_tokens: None,
             source: None,
         }
     );
+}
+
+#[test]
+fn context_tokens_is_pinned_in_the_spec_and_overrides_the_known_window() {
+    let yaml = "name: local\nmodel: ollama/llama3.2\ncontext_tokens: 8000\n";
+    let spec = parse(yaml);
+    assert_eq!(spec.context_tokens, Some(8000));
+    assert_eq!(spec.context_window(), 8000);
+    let known = parse("name: local\nmodel: ollama/llama3.2\n");
+    assert_eq!(
+        (known.context_tokens, known.context_window()),
+        (None, 131_072)
+    );
+    for bound in ["1024", "10000000"] {
+        let spec = parse(&format!(
+            "name: a\nmodel: anthropic/m\ncontext_tokens: {bound}\n"
+        ));
+        assert_eq!(
+            spec.context_tokens.map(|t| t.to_string()),
+            Some(bound.to_owned())
+        );
+    }
 }
 
 #[test]
@@ -104,6 +127,7 @@ max_turns: 7
                 on_interrupt: OnInterrupt::Ask,
             }),
             max_turns: 7,
+            context_tokens: None,
             source: None,
         }
     );

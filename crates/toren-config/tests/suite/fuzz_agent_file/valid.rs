@@ -50,6 +50,7 @@ pub(super) fn valid_spec() -> impl Strategy<Value = AgentSpec> {
                 instructions,
                 sandbox,
                 max_turns,
+                context_tokens: None,
                 source: None,
             },
         )
