@@ -3,8 +3,8 @@
 //! nothing: it performs the I/O and appends.
 
 use toren_protocol::{
-    ApprovalRequested, Message, RunCompleted, RunFailed, RunStatus, ToolCall, ToolCompleted,
-    ToolStarted,
+    ApprovalRequested, EventKind, Message, MessageDelivered, RunCompleted, RunFailed, RunStatus,
+    ToolCall, ToolCompleted, ToolStarted,
 };
 
 /// Told to the model when a call was interrupted (recorded as started, never completed)
@@ -74,6 +74,17 @@ impl Action {
         is_error: bool,
         exit_code: Option<i32>,
         truncated: bool,
+    /// The events that record a finished tool call: the delivery of the file it sent to
+    /// the person, if it sent one, then its result, in one batch. The delivery comes first:
+    /// it folds only while its call is open, and the result closes the call.
+    pub fn finished(result: ToolCompleted, delivered: Option<MessageDelivered>) -> Vec<EventKind> {
+        delivered
+            .map(EventKind::MessageDelivered)
+            .into_iter()
+            .chain([EventKind::ToolCompleted(result)])
+            .collect()
+    }
+
     ) -> ToolCompleted {
         ToolCompleted {
             call_id: call_id.to_owned(),

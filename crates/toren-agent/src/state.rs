@@ -8,8 +8,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use toren_protocol::{
-    AgentSpec, Event, EventKind, Message, ResolvedPolicy, RunId, RunStatus, SandboxProvisioned,
-    ToolCall, ToolResult,
+    AgentSpec, ChannelBinding, Event, EventKind, Message, MessageDelivered, ResolvedPolicy, RunId,
+    RunStatus, SandboxProvisioned, ToolCall, ToolResult,
 };
 
 /// An event log that does not describe a possible run.
@@ -34,6 +34,8 @@ pub(crate) struct CallProgress {
     /// How many times it was started (the highest attempt recorded).
     pub(crate) attempts: u32,
     pub(crate) result: Option<ToolResult>,
+    /// Its file reached the person (`message_delivered`).
+    pub(crate) delivered: bool,
 }
 
 /// One approval request of a call and its decision, if any.
@@ -73,6 +75,10 @@ pub struct RunState {
     pub error: Option<String>,
     /// Tool calls of the last assistant message, in order, while some lack a result.
     pub(crate) pending: Vec<ToolCall>,
+    /// The channel the run is bound to (`send_to_channel` delivers through it).
+    pub channel: Option<ChannelBinding>,
+    /// The files that reached the person, in order.
+    pub deliveries: Vec<MessageDelivered>,
     pub(crate) progress: HashMap<String, CallProgress>,
     /// Every tool call id the run has used, so that a new answer's ids can be made unique
     /// within the run (see [`RunState::admit`]).
@@ -125,6 +131,8 @@ impl RunState {
         match &event.kind {
             EventKind::RunCreated(_) => return Err(bad("the run was already created".into())),
             EventKind::ModelResponded(r) => {
+            channel: created.channel.clone(),
+            deliveries: Vec::new(),
                 if !self.pending.is_empty() {
                     return Err(bad("tool calls of the previous turn are unanswered".into()));
                 }
@@ -219,6 +227,34 @@ impl RunState {
     }
 
     fn close_turn_if_answered(&mut self) {
+            EventKind::MessageDelivered(d) => {
+                let p = self
+                    .call_mut(&d.call_id)
+                    .ok_or_else(|| bad(unknown(&d.call_id)))?;
+                // Journaled with the call's result, before it: the call is running.
+                let why = if p.attempts == 0 {
+                    Some("was never started")
+                } else if p.result.is_some() {
+                    Some("already completed")
+                } else if p.delivered {
+                    Some("was already delivered")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(bad(format!("{} {why}", d.call_id)));
+                }
+                p.delivered = true;
+                self.deliveries.push(d.clone());
+            }
+            EventKind::ContextCompacted(c) => {
+                if !self.pending.is_empty() {
+                    return Err(bad(
+                        "a compaction comes between turns, not during one".into()
+                    ));
+                }
+                self.compaction.record(c, &self.messages).map_err(bad)?;
+            }
         let results: Option<Vec<ToolResult>> = self
             .pending
             .iter()
@@ -239,3 +275,7 @@ fn unknown(call_id: &str) -> String {
 #[cfg(test)]
 #[path = "state_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "delivery_tests.rs"]
+mod delivery_tests;

@@ -57,6 +57,15 @@ pub const TOREN_SANDBOX_ROOT: EnvVar = EnvVar {
     secret: false,
 };
 
+pub const TOREN_DOWNLOADS: EnvVar = EnvVar {
+    name: "TOREN_DOWNLOADS",
+    default: Some("$HOME/Downloads/toren"),
+    description: "Where files an agent sends in a chat (`send_to_channel`) arrive: one \
+                  directory per session (0700), files 0600, never overwritten (`report.pdf`, \
+                  `report-1.pdf`, …). Without HOME, `$TOREN_HOME/downloads`.",
+    secret: false,
+};
+
 pub const TOREN_EXEC_HELPER: EnvVar = EnvVar {
     name: "TOREN_EXEC_HELPER",
     default: Some("toren-exec beside the toren binary"),
@@ -181,6 +190,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_DATABASE_URL,
     TOREN_SANDBOX,
     TOREN_SANDBOX_ROOT,
+    TOREN_DOWNLOADS,
     TOREN_EXEC_HELPER,
     TOREN_LEASE_TTL,
     TOREN_MAX_TOKENS,

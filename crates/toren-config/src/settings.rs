@@ -29,6 +29,9 @@ pub struct Settings {
     pub sandbox_auto: bool,
     /// `TOREN_SANDBOX_ROOT`: parent of the per-run and per-session workspaces.
     pub sandbox_root: PathBuf,
+    /// `TOREN_DOWNLOADS`: where files sent to the terminal channel arrive (one directory
+    /// per session or run beneath it).
+    pub downloads: PathBuf,
     /// `TOREN_EXEC_HELPER`: the docker backend's in-container helper; `None` means the
     /// binary decides (beside itself).
     pub exec_helper: Option<PathBuf>,
@@ -103,6 +106,11 @@ impl Settings {
         };
         let sandbox_root = read(&env_vars::TOREN_SANDBOX_ROOT)
             .map_or_else(|| home.join("sandboxes"), PathBuf::from);
+        let downloads = match (read(&env_vars::TOREN_DOWNLOADS), read(&env_vars::HOME)) {
+            (Some(dir), _) => PathBuf::from(dir),
+            (None, Some(user_home)) => PathBuf::from(user_home).join("Downloads").join("toren"),
+            (None, None) => home.join("downloads"),
+        };
         let ollama_host = read(&env_vars::OLLAMA_HOST).map_or_else(
             || default(&env_vars::OLLAMA_HOST),
             |host| {
@@ -122,6 +130,7 @@ impl Settings {
             sandbox,
             sandbox_auto,
             sandbox_root,
+            downloads,
             exec_helper: read(&env_vars::TOREN_EXEC_HELPER).map(PathBuf::from),
             docker_host: read(&env_vars::DOCKER_HOST),
             anthropic_api_key: read(&env_vars::ANTHROPIC_API_KEY).map(Secret::new),

@@ -62,6 +62,9 @@ pub enum EventKind {
     /// Since v1. Before a model call: from now on the conversation sent to the model
     /// shortens or leaves out what this names, so that it fits the model's context window.
     ContextCompacted(ContextCompacted),
+    /// Since v1 (added later; older logs have none). A file the agent sent reached the
+    /// person through the run's channel; journaled with the call's `tool_completed`.
+    MessageDelivered(MessageDelivered),
 }
 
 impl EventKind {
@@ -79,6 +82,7 @@ impl EventKind {
             Self::RunFailed(_) => "run_failed",
             Self::RunCancelled(_) => "run_cancelled",
             Self::ContextCompacted(_) => "context_compacted",
+            Self::MessageDelivered(_) => "message_delivered",
         }
     }
 
@@ -94,7 +98,8 @@ impl EventKind {
             | Self::ToolStarted(_)
             | Self::ToolCompleted(_)
             | Self::SandboxProvisioned(_)
-            | Self::ContextCompacted(_) => None,
+            | Self::ContextCompacted(_)
+            | Self::MessageDelivered(_) => None,
         }
     }
 }
@@ -111,6 +116,10 @@ pub struct RunCreated {
     /// The session this run is a turn of; its conversation so far comes before `input`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionTurn>,
+    /// The channel files the agent sends reach the person through; `None` (`toren run`):
+    /// `send_to_channel` tells the agent there is no chat to send to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelBinding>,
 }
 
 /// A run that is one turn of a session.
@@ -269,4 +278,34 @@ pub struct ContextCompacted {
 pub struct MessageRange {
     pub start: u64,
     pub end: u64,
+}
+
+/// A file sent with `send_to_channel` that reached the person.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageDelivered {
+    /// The `send_to_channel` call that sent it.
+    pub call_id: String,
+    /// The channel's kind (`terminal`, `telegram`).
+    pub channel: String,
+    /// The file's path in the workspace, as the agent gave it.
+    pub path: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// The SHA-256 of what was delivered, in lowercase hex.
+    pub sha256: String,
+    /// `image` (shown as a picture: PNG, JPEG, GIF, WebP by content) or `document`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    /// What the person got, as the channel said: the path on disk (terminal), a message id
+    /// (Telegram).
+    pub receipt: String,
+    /// The channel had already delivered this call (it ran again after an interruption)
+    /// and did not deliver it twice; `receipt` is the first delivery's.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub repeated: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }

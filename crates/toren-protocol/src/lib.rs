@@ -22,7 +22,7 @@ pub use event::{
     RunCancelled, RunCompleted, RunCreated, RunFailed, SandboxProvisioned, SessionTurn,
     ToolCompleted, ToolStarted,
 };
-pub use event::ChannelBinding;
+pub use event::{ChannelBinding, MessageDelivered};
 pub use event::{ContextCompacted, MessageRange};
 pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};

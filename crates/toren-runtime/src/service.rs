@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use toren_agent::{Action, RunState};
 use toren_protocol::{
-    AgentSpec, ApprovalDecided, ApprovalRequested, Event, ResolvedPolicy, RunCancelled, RunCreated,
-    RunId,
+    AgentSpec, ApprovalDecided, ApprovalRequested, ChannelBinding, Event, ResolvedPolicy,
+    RunCancelled, RunCreated, RunId,
 };
 use toren_sandbox::Workspace;
 use toren_store::{EventLog, Lease, RunSummary};
@@ -102,7 +102,8 @@ impl RunService {
     }
 
     /// Creates a run of `agent` on `input`: resolves its policy, makes its workspace, pins
-    /// both with the spec in `run_created`, and gives `holder` the run's first lease.
+    /// both with the spec in `run_created`, and gives `holder` the run's first lease. The
+    /// run is bound to no channel (`toren run`): `send_to_channel` tells the agent so.
     pub async fn create(&self, agent: AgentSpec, input: String, holder: &str) -> Result<Created> {
         let run_id = RunId::new();
         let policy = match self.resolve_policy(&agent)? {
@@ -113,6 +114,18 @@ impl RunService {
                     Workspace::create(&self.settings.policy.sandbox_root, run_id.as_str())
                         .map_err(Error::Workspace)?;
                 policy.workspace = Some(workspace.path().display().to_string());
+        self.create_bound(agent, input, holder, None).await
+    }
+
+    /// As [`RunService::create`], with the run bound to `channel`, pinned in `run_created`:
+    /// the files its agent sends go there, whichever process drives it.
+    pub async fn create_bound(
+        &self,
+        agent: AgentSpec,
+        input: String,
+        holder: &str,
+        channel: Option<ChannelBinding>,
+    ) -> Result<Created> {
                 Some(policy)
             }
             None => None,
@@ -131,6 +144,7 @@ impl RunService {
             run_id,
             lease,
             policy,
+            channel,
         })
     }
 

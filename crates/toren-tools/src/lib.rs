@@ -1,4 +1,4 @@
-//! The sandbox toolkit: `bash`, `read_file`, `write_file`, `edit_file`.
+//! The sandbox toolkit: `bash`, `read_file`, `write_file`, `edit_file`, `send_to_channel`.
 //!
 //! [`Toolkit`] offers the tools to the model ([`Toolkit::specs`]) and executes a
 //! [`ToolCall`](toren_protocol::ToolCall) against a
@@ -13,10 +13,11 @@ mod files;
 mod matching;
 mod outcome;
 mod read;
+mod send;
 mod specs;
 mod toolkit;
 mod write;
 
 pub use error::{Result, ToolError};
 pub use outcome::ToolOutcome;
-pub use toolkit::{TOOL_NAMES, ToolSettings, Toolkit};
+pub use toolkit::{Executed, RunChannel, TOOL_NAMES, ToolSettings, Toolkit};

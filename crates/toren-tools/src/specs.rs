@@ -5,7 +5,7 @@ use serde_json::json;
 use toren_protocol::ToolSpec;
 
 use crate::ToolSettings;
-use crate::{bash, read, write};
+use crate::{bash, read, send, write};
 
 pub(crate) fn specs(settings: &ToolSettings) -> Vec<ToolSpec> {
     vec![
@@ -13,6 +13,7 @@ pub(crate) fn specs(settings: &ToolSettings) -> Vec<ToolSpec> {
         read_spec(settings),
         write_spec(settings),
         edit_spec(settings),
+        send_spec(settings),
     ]
 }
 
@@ -153,6 +154,39 @@ fn edit_spec(s: &ToolSettings) -> ToolSpec {
                 }
             },
             "required": ["path", "old_string", "new_string"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+fn send_spec(s: &ToolSettings) -> ToolSpec {
+    ToolSpec {
+        name: send::NAME.to_owned(),
+        description: format!(
+            "Send a file from the workspace to the person you are working for, through the \
+             chat they talk to you in: in a terminal chat it is saved to their downloads \
+             folder; where the chat can show pictures, a PNG, JPEG, GIF or WebP image is \
+             shown as one. This is the sanctioned way to hand the person a file: never invent \
+             links or URLs to files, and do not paste a file's content instead. Files over {} \
+             bytes are refused (compress or split them). When the run has no chat (the tool \
+             says so), tell the person the file's path in the workspace instead. Sending \
+             never needs approval.",
+            s.file_size_limit
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": "string",
+                    "description": "The file to send, relative to the workspace root, e.g. `out/report.pdf`."
+                },
+                "caption": {
+                    "type": "string",
+                    "maxLength": send::MAX_CAPTION,
+                    "description": "A short line shown with the file, e.g. what it is."
+                }
+            },
+            "required": ["path"],
             "additionalProperties": false
         }),
     }

@@ -1,15 +1,42 @@
 //! The [`Toolkit`]: the tools offered to a sandbox agent and the dispatch of one
-//! [`ToolCall`] to its implementation (`bash`, `read`, `write`). Which calls need a human's
-//! approval is the state machine's (`toren_agent::APPROVAL_TOOLS`), not the toolkit's.
+//! [`ToolCall`] to its implementation (`bash`, `read`, `write`, `send`), with the run's
+//! channel for `send_to_channel`. Which calls need a human's approval is the state
+//! machine's (`toren_agent::APPROVAL_TOOLS`), not the toolkit's.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use toren_protocol::{ToolCall, ToolSpec};
+use toren_channel::Channel;
+use toren_protocol::{MessageDelivered, RunId, ToolCall, ToolSpec};
 use toren_sandbox::Sandbox;
 
 use crate::error::Result;
 use crate::outcome::ToolOutcome;
-use crate::{bash, read, specs, write};
+use crate::{bash, read, send, specs, write};
+
+/// The channel a run is bound to, where `send_to_channel` delivers.
+#[derive(Clone, Debug)]
+pub struct RunChannel {
+    pub run_id: RunId,
+    pub channel: Arc<dyn Channel>,
+}
+
+/// What a call produced: its outcome, and the file it handed to the person, if it did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Executed {
+    pub outcome: ToolOutcome,
+    /// To journal with the call's result (`message_delivered`).
+    pub delivered: Option<MessageDelivered>,
+}
+
+impl From<ToolOutcome> for Executed {
+    fn from(outcome: ToolOutcome) -> Self {
+        Self {
+            outcome,
+            delivered: None,
+        }
+    }
+}
 
 /// Limits of the tools, resolved by the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +76,13 @@ pub struct Toolkit {
 }
 
 /// The names of the tools, in the order [`Toolkit::specs`] lists them.
-pub const TOOL_NAMES: [&str; 4] = [bash::NAME, read::NAME, write::WRITE, write::EDIT];
+pub const TOOL_NAMES: [&str; 5] = [
+    bash::NAME,
+    read::NAME,
+    write::WRITE,
+    write::EDIT,
+    send::NAME,
+];
 
 impl Toolkit {
     pub fn new(settings: ToolSettings) -> Self {
@@ -65,19 +98,34 @@ impl Toolkit {
         specs::specs(&self.settings)
     }
 
-    /// Runs one call. Everything the model can fix comes back as `Ok` with
-    /// `is_error: true`; `Err` means a host fault.
+    /// Runs one call of a run bound to no channel. Everything the model can fix comes back
+    /// as `Ok` with `is_error: true`; `Err` means a host fault.
     pub async fn execute(&self, sandbox: &dyn Sandbox, call: &ToolCall) -> Result<ToolOutcome> {
+        Ok(self.execute_with(sandbox, call, None).await?.outcome)
+    }
+
+    /// Runs one call of a run bound to `channel` (if any), where `send_to_channel`
+    /// delivers. As [`Toolkit::execute`], plus what was delivered.
+    pub async fn execute_with(
+        &self,
+        sandbox: &dyn Sandbox,
+        call: &ToolCall,
+        channel: Option<&RunChannel>,
+    ) -> Result<Executed> {
         let args = &call.arguments;
-        match call.name.as_str() {
+        let outcome = match call.name.as_str() {
             bash::NAME => bash::run(&self.settings, sandbox, args).await,
             read::NAME => read::run(&self.settings, sandbox.workspace(), args).await,
             write::WRITE => write::write_file(&self.settings, sandbox.workspace(), args).await,
             write::EDIT => write::edit_file(&self.settings, sandbox.workspace(), args).await,
+            send::NAME => {
+                return send::run(&self.settings, sandbox.workspace(), call, channel).await;
+            }
             other => Ok(ToolOutcome::error(format!(
                 "unknown tool `{other}`; the available tools are {}",
                 TOOL_NAMES.map(|n| format!("`{n}`")).join(", ")
             ))),
-        }
+        };
+        outcome.map(Executed::from)
     }
 }

@@ -122,6 +122,7 @@ async fn main() -> anyhow::Result<()> {
             source: None,
         },
         policy: None,
+        channel: None,
         input: "replay me".into(),
         session: None,
     };

@@ -32,6 +32,14 @@ pub enum Error {
         "run {run} needs the `{backend}` sandbox backend, which this process does not serve; run it where that backend is set up (TOREN_SANDBOX={backend})"
     )]
     NoSandbox { run: String, backend: String },
+    #[error("run {run} is a session turn whose conversation cannot be read: {why}")]
+    NoHistory { run: String, why: String },
+    #[error("run {run} is bound to a channel this process cannot reach ({source}); {}", source.hint())]
+    NoChannel {
+        run: String,
+        #[source]
+        source: toren_channel::ChannelError,
+    },
     #[error("run {run} cannot be driven here: {source}")]
     NoModel {
         run: String,

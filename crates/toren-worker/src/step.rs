@@ -190,8 +190,13 @@ impl Worker {
             // The state machine decides again from what was folded.
             return Ok(());
         }
-        let outcome = match self.config.toolkit.execute(sandbox.as_ref(), &call).await {
-            Ok(outcome) => outcome,
+        let executed = self
+            .config
+            .toolkit
+            .execute_with(sandbox.as_ref(), &call, run.channel.as_ref())
+            .await;
+        let (outcome, delivered) = match executed {
+            Ok(executed) => (executed.outcome, executed.delivered),
             Err(e) => {
                 let kind = EventKind::RunFailed(RunFailed {
                     error: format!("tool `{}` failed on the host: {e}", call.name),
@@ -209,14 +214,16 @@ impl Worker {
         ) {
             kinds.push(EventKind::SandboxProvisioned(provisioned));
         }
-        kinds.push(EventKind::ToolCompleted(toren_agent::Action::completed(
+        // The file it handed to the person, if any, is journaled with its result.
+        let result = toren_agent::Action::completed(
             &call.id,
             note,
             outcome.output,
             outcome.is_error,
             outcome.exit_code,
             outcome.truncated,
-        )));
+        );
+        kinds.extend(toren_agent::Action::finished(result, delivered));
         // The tool ran: its result must not be lost to a log that moved on meanwhile.
         // Record it after what others wrote, as long as the run still waits for it.
         while self.append(run, state, kinds.clone()).await? == Appended::CaughtUp {

@@ -28,6 +28,7 @@ fn defaults_follow_home() {
             sandbox: SandboxChoice::Docker,
             sandbox_auto: true,
             sandbox_root: PathBuf::from("/home/ada/.toren/sandboxes"),
+            downloads: PathBuf::from("/home/ada/Downloads/toren"),
             exec_helper: None,
             docker_host: None,
             anthropic_api_key: None,
@@ -53,6 +54,7 @@ fn every_variable_overrides_its_default() {
         ("TOREN_DATABASE_URL", "postgres://toren:pw@db/toren"),
         ("TOREN_SANDBOX", "none"),
         ("TOREN_SANDBOX_ROOT", "/data/workspaces"),
+        ("TOREN_DOWNLOADS", "/srv/inbox"),
         ("TOREN_EXEC_HELPER", "/opt/toren/toren-exec"),
         ("DOCKER_HOST", "tcp://10.0.0.2:2375"),
         ("ANTHROPIC_API_KEY", "sk-ant-1"),
@@ -77,6 +79,7 @@ fn every_variable_overrides_its_default() {
             sandbox: SandboxChoice::None,
             sandbox_auto: false,
             sandbox_root: PathBuf::from("/data/workspaces"),
+            downloads: PathBuf::from("/srv/inbox"),
             exec_helper: Some(PathBuf::from("/opt/toren/toren-exec")),
             docker_host: Some("tcp://10.0.0.2:2375".to_owned()),
             anthropic_api_key: Some(Secret::new("sk-ant-1")),
@@ -98,6 +101,8 @@ fn toren_home_moves_the_database_and_workspaces_and_needs_no_home() {
     let got = settings(&[("TOREN_HOME", "/srv/toren")]).expect("valid");
     assert_eq!(got.database_url.expose(), "sqlite:///srv/toren/toren.db");
     assert_eq!(got.sandbox_root, PathBuf::from("/srv/toren/sandboxes"));
+    // Without a home directory, downloads go beside the data.
+    assert_eq!(got.downloads, PathBuf::from("/srv/toren/downloads"));
 }
 
 #[test]

@@ -164,6 +164,7 @@ fn expected() -> Vec<Event> {
         ),
         event(
             RUN_A,
+                channel: None,
             2,
             "2026-03-14T09:26:54.112Z",
             EventKind::SandboxProvisioned(SandboxProvisioned {
@@ -277,6 +278,7 @@ fn expected() -> Vec<Event> {
                 },
                 policy: None,
                 input: s("Summarize yesterday's notes."),
+                channel: None,
                 session: None,
             }),
         ),
@@ -321,6 +323,7 @@ fn expected() -> Vec<Event> {
                 }),
                 input: s("Free some disk space."),
                 session: None,
+                channel: None,
             }),
         ),
         event(

@@ -40,6 +40,7 @@ fn turn_input(text: &str) -> RunCreated {
         input: text.into(),
         session: None,
     }
+        channel: None,
 }
 
 fn user(text: &str) -> Message {

@@ -30,6 +30,7 @@ fn created(input: &str) -> RunCreated {
         input: input.into(),
         session: None,
     }
+        channel: None,
 }
 
 fn approval_requested(call_id: &str) -> EventKind {

@@ -36,7 +36,7 @@ async fn unknown_tools_list_the_available_ones() {
         f.call("run_python", json!({})).await,
         err(
             "unknown tool `run_python`; the available tools are `bash`, `read_file`, \
-             `write_file`, `edit_file`"
+             `write_file`, `edit_file`, `send_to_channel`"
         )
     );
 }

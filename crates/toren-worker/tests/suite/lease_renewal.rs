@@ -194,6 +194,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         input: "go".into(),
         session: None,
     };
+        channel: None,
     let run = RunId::new();
     let holder = holder::this_process();
     let (_, lease) = store.create_run(&run, created, &holder, ttl).await.unwrap();

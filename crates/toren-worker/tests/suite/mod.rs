@@ -1,2 +1,3 @@
+mod channel;
 mod conflicts;
 mod lease_renewal;

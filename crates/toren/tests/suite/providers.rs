@@ -155,7 +155,16 @@ fn anthropic_streaming_with_a_rate_limit_completes() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, vec!["bash", "read_file", "write_file", "edit_file"]);
+    assert_eq!(
+        tools,
+        vec![
+            "bash",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "send_to_channel"
+        ]
+    );
     let results = results_sent(&requests, true);
     assert_eq!(results.len(), 4);
     assert!(results[1].1.contains("counted"), "{results:?}");
