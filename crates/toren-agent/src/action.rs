@@ -66,14 +66,6 @@ pub enum Action {
 }
 
 impl Action {
-    /// The tool result to record for `call_id`, with `note` before the tool's output.
-    pub fn completed(
-        call_id: &str,
-        note: Option<&str>,
-        output: String,
-        is_error: bool,
-        exit_code: Option<i32>,
-        truncated: bool,
     /// The events that record a finished tool call: the delivery of the file it sent to
     /// the person, if it sent one, then its result, in one batch. The delivery comes first:
     /// it folds only while its call is open, and the result closes the call.
@@ -85,6 +77,14 @@ impl Action {
             .collect()
     }
 
+    /// The tool result to record for `call_id`, with `note` before the tool's output.
+    pub fn completed(
+        call_id: &str,
+        note: Option<&str>,
+        output: String,
+        is_error: bool,
+        exit_code: Option<i32>,
+        truncated: bool,
     ) -> ToolCompleted {
         ToolCompleted {
             call_id: call_id.to_owned(),

@@ -73,12 +73,12 @@ pub struct RunState {
     pub output: Option<String>,
     /// The failure, once failed.
     pub error: Option<String>,
-    /// Tool calls of the last assistant message, in order, while some lack a result.
-    pub(crate) pending: Vec<ToolCall>,
     /// The channel the run is bound to (`send_to_channel` delivers through it).
     pub channel: Option<ChannelBinding>,
     /// The files that reached the person, in order.
     pub deliveries: Vec<MessageDelivered>,
+    /// Tool calls of the last assistant message, in order, while some lack a result.
+    pub(crate) pending: Vec<ToolCall>,
     pub(crate) progress: HashMap<String, CallProgress>,
     /// Every tool call id the run has used, so that a new answer's ids can be made unique
     /// within the run (see [`RunState::admit`]).
@@ -107,6 +107,8 @@ impl RunState {
             sandbox: None,
             output: None,
             error: None,
+            channel: created.channel.clone(),
+            deliveries: Vec::new(),
             pending: Vec::new(),
             progress: HashMap::new(),
             used_ids: BTreeSet::new(),
@@ -131,8 +133,6 @@ impl RunState {
         match &event.kind {
             EventKind::RunCreated(_) => return Err(bad("the run was already created".into())),
             EventKind::ModelResponded(r) => {
-            channel: created.channel.clone(),
-            deliveries: Vec::new(),
                 if !self.pending.is_empty() {
                     return Err(bad("tool calls of the previous turn are unanswered".into()));
                 }
@@ -200,33 +200,6 @@ impl RunState {
                 });
                 self.close_turn_if_answered();
             }
-            EventKind::SandboxProvisioned(s) => self.sandbox = Some(s.clone()),
-            EventKind::RunCompleted(c) => self.output = Some(c.output.clone()),
-            EventKind::RunFailed(f) => self.error = Some(f.error.clone()),
-            EventKind::RunCancelled(c) => {
-                self.error = Some(match (c.reason.is_empty(), &c.by) {
-                    (false, _) => format!("cancelled: {}", c.reason),
-                    (true, Some(by)) => format!("cancelled by {by}"),
-                    (true, None) => "cancelled".to_owned(),
-                });
-            }
-        }
-        if let Some(status) = event.kind.status_after() {
-            self.status = status;
-        }
-        self.last_seq = event.seq;
-        Ok(())
-    }
-
-    pub(crate) fn result_of(&self, call_id: &str) -> Option<&ToolResult> {
-        self.progress.get(call_id).and_then(|p| p.result.as_ref())
-    }
-
-    fn call_mut(&mut self, call_id: &str) -> Option<&mut CallProgress> {
-        self.progress.get_mut(call_id)
-    }
-
-    fn close_turn_if_answered(&mut self) {
             EventKind::MessageDelivered(d) => {
                 let p = self
                     .call_mut(&d.call_id)
@@ -255,6 +228,33 @@ impl RunState {
                 }
                 self.compaction.record(c, &self.messages).map_err(bad)?;
             }
+            EventKind::SandboxProvisioned(s) => self.sandbox = Some(s.clone()),
+            EventKind::RunCompleted(c) => self.output = Some(c.output.clone()),
+            EventKind::RunFailed(f) => self.error = Some(f.error.clone()),
+            EventKind::RunCancelled(c) => {
+                self.error = Some(match (c.reason.is_empty(), &c.by) {
+                    (false, _) => format!("cancelled: {}", c.reason),
+                    (true, Some(by)) => format!("cancelled by {by}"),
+                    (true, None) => "cancelled".to_owned(),
+                });
+            }
+        }
+        if let Some(status) = event.kind.status_after() {
+            self.status = status;
+        }
+        self.last_seq = event.seq;
+        Ok(())
+    }
+
+    pub(crate) fn result_of(&self, call_id: &str) -> Option<&ToolResult> {
+        self.progress.get(call_id).and_then(|p| p.result.as_ref())
+    }
+
+    fn call_mut(&mut self, call_id: &str) -> Option<&mut CallProgress> {
+        self.progress.get_mut(call_id)
+    }
+
+    fn close_turn_if_answered(&mut self) {
         let results: Option<Vec<ToolResult>> = self
             .pending
             .iter()

@@ -33,8 +33,8 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
         }),
         input: "do it".into(),
         session: None,
-    })
         channel: None,
+    })
 }
 
 pub(crate) fn call(id: &str, name: &str) -> ToolCall {

@@ -105,15 +105,6 @@ impl RunService {
     /// both with the spec in `run_created`, and gives `holder` the run's first lease. The
     /// run is bound to no channel (`toren run`): `send_to_channel` tells the agent so.
     pub async fn create(&self, agent: AgentSpec, input: String, holder: &str) -> Result<Created> {
-        let run_id = RunId::new();
-        let policy = match self.resolve_policy(&agent)? {
-            // The workspace is made with the run and its host path pinned in it (I-4): a
-            // resumed run works there or nowhere, whatever TOREN_SANDBOX_ROOT says later.
-            Some(mut policy) => {
-                let workspace =
-                    Workspace::create(&self.settings.policy.sandbox_root, run_id.as_str())
-                        .map_err(Error::Workspace)?;
-                policy.workspace = Some(workspace.path().display().to_string());
         self.create_bound(agent, input, holder, None).await
     }
 
@@ -126,6 +117,15 @@ impl RunService {
         holder: &str,
         channel: Option<ChannelBinding>,
     ) -> Result<Created> {
+        let run_id = RunId::new();
+        let policy = match self.resolve_policy(&agent)? {
+            // The workspace is made with the run and its host path pinned in it (I-4): a
+            // resumed run works there or nowhere, whatever TOREN_SANDBOX_ROOT says later.
+            Some(mut policy) => {
+                let workspace =
+                    Workspace::create(&self.settings.policy.sandbox_root, run_id.as_str())
+                        .map_err(Error::Workspace)?;
+                policy.workspace = Some(workspace.path().display().to_string());
                 Some(policy)
             }
             None => None,
@@ -135,6 +135,7 @@ impl RunService {
             policy: policy.clone(),
             input,
             session: None,
+            channel,
         };
         let (_, lease) = self
             .store
@@ -144,7 +145,6 @@ impl RunService {
             run_id,
             lease,
             policy,
-            channel,
         })
     }
 

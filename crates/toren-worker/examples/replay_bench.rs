@@ -122,9 +122,9 @@ async fn main() -> anyhow::Result<()> {
             source: None,
         },
         policy: None,
-        channel: None,
         input: "replay me".into(),
         session: None,
+        channel: None,
     };
     let (_, lease) = store.create_run(&run, created, "builder", ttl).await?;
     let mut seq = 1;

@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use toren_agent::RunState;
-use toren_channel::{ChannelFactory, NoChannels};
 use toren_model::ModelProvider;
 use toren_protocol::{RunId, RunStatus};
 use toren_sandbox::{Sandbox, SandboxBackend};
 use toren_store::{EventLog, Lease};
-use toren_tools::{RunChannel, Toolkit};
+use toren_tools::Toolkit;
 
 use crate::heartbeat::heartbeat;
 use crate::{Approver, Error, ModelFactory, Observer, unreplayable};
@@ -85,8 +84,6 @@ pub(crate) struct RunContext<'a> {
 impl Worker {
     pub fn new(config: WorkerConfig) -> Self {
         Self { config }
-    /// The channel the run is bound to, where `send_to_channel` delivers.
-    pub(crate) channel: Option<RunChannel>,
     }
 
     pub fn store(&self) -> &Arc<dyn EventLog> {
@@ -226,25 +223,11 @@ impl Worker {
     }
 
     /// A log that does not fold cannot be driven, and must not pass for a resumable run:
-        let channel = match &state.channel {
-            Some(binding) => Some(RunChannel {
-                run_id: state.run_id.clone(),
-                channel: self
-                    .channels
-                    .channel(&state.run_id, binding)
-                    .map_err(|source| Error::NoChannel {
-                        run: state.run_id.to_string(),
-                        source,
-                    })?,
-            }),
-            None => None,
-        };
     /// record the run as failed with the reason, so that every surface shows it.
     async fn fail_corrupt(
         &self,
         lease: &Lease,
         events: &[toren_protocol::Event],
-            channel,
         error: &toren_agent::Error,
     ) -> Result<Outcome, Error> {
         let output = unreplayable::record(self.config.store.as_ref(), lease, events, error).await?;

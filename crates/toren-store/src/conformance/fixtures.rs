@@ -63,8 +63,8 @@ pub(super) fn run_created(input: &str) -> RunCreated {
         }),
         input: input.to_owned(),
         session: None,
-    }
         channel: None,
+    }
 }
 
 /// A model turn asking to run `command` as call `call_id`.
@@ -162,9 +162,9 @@ pub(super) fn call_id(kind: &EventKind) -> Option<&str> {
     match kind {
         EventKind::ApprovalRequested(e) => Some(&e.call_id),
         EventKind::ApprovalDecided(e) => Some(&e.call_id),
-        EventKind::MessageDelivered(e) => Some(&e.call_id),
         EventKind::ToolStarted(e) => Some(&e.call_id),
         EventKind::ToolCompleted(e) => Some(&e.call_id),
+        EventKind::MessageDelivered(e) => Some(&e.call_id),
         EventKind::RunCreated(_)
         | EventKind::ModelResponded(_)
         | EventKind::SandboxProvisioned(_)

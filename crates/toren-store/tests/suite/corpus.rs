@@ -160,11 +160,11 @@ fn expected() -> Vec<Event> {
                 policy: Some(docker),
                 input: s("How many Rust files are in the project?"),
                 session: None,
+                channel: None,
             }),
         ),
         event(
             RUN_A,
-                channel: None,
             2,
             "2026-03-14T09:26:54.112Z",
             EventKind::SandboxProvisioned(SandboxProvisioned {
@@ -278,8 +278,8 @@ fn expected() -> Vec<Event> {
                 },
                 policy: None,
                 input: s("Summarize yesterday's notes."),
-                channel: None,
                 session: None,
+                channel: None,
             }),
         ),
         event(
@@ -391,6 +391,124 @@ fn expected() -> Vec<Event> {
                 reason: s("cancelled from the CLI"),
                 by: None,
                 via: None,
+            }),
+        ),
+    ]
+}
+
+/// A run whose conversation outgrew an 8,000-token window: usage with cache counts, then a
+/// compaction that stubs an output and leaves out the first exchange.
+fn compacted_run() -> Vec<Event> {
+    let bash = |id: &str, command: &str, usage: Usage| {
+        EventKind::ModelResponded(ModelResponded {
+            message: AssistantMessage {
+                text: s(""),
+                tool_calls: vec![ToolCall {
+                    id: s(id),
+                    name: s("bash"),
+                    arguments: json!({ "command": command }),
+                    wire_id: None,
+                }],
+            },
+            stop_reason: s("tool_use"),
+            usage,
+            model: s("claude-haiku-4-5"),
+        })
+    };
+    let started = |id: &str| {
+        EventKind::ToolStarted(ToolStarted {
+            call_id: s(id),
+            tool: s("bash"),
+            attempt: 1,
+        })
+    };
+    let completed = |id: &str, output: &str| {
+        EventKind::ToolCompleted(ToolCompleted {
+            call_id: s(id),
+            output: s(output),
+            is_error: false,
+            exit_code: Some(0),
+            truncated: true,
+        })
+    };
+    vec![
+        event(
+            RUN_D,
+            1,
+            "2026-03-15T08:00:00Z",
+            EventKind::RunCreated(RunCreated {
+                agent: AgentSpec {
+                    name: s("log-reader"),
+                    model: s("anthropic/claude-haiku-4-5"),
+                    instructions: None,
+                    sandbox: Some(SandboxSpec {
+                        approval: ApprovalPolicy::Never,
+                        ..Default::default()
+                    }),
+                    max_turns: 300,
+                    context_tokens: Some(8000),
+                    source: None,
+                },
+                policy: Some(ResolvedPolicy {
+                    backend: s("local"),
+                    image: None,
+                    network: false,
+                    approval: ApprovalPolicy::Never,
+                    env: vec![],
+                    limits: Default::default(),
+                    workspace: None,
+                    on_interrupt: Default::default(),
+                    sandbox_key: None,
+                }),
+                input: s("Summarise the build logs."),
+                session: None,
+                channel: None,
+            }),
+        ),
+        event(
+            RUN_D,
+            2,
+            "2026-03-15T08:00:02.5Z",
+            bash(
+                "toolu_01Log1",
+                "cat build-1.log",
+                Usage {
+                    cache_read_input_tokens: 1800,
+                    cache_creation_input_tokens: 250,
+                    ..Usage::new(2100, 40)
+                },
+            ),
+        ),
+        event(RUN_D, 3, "2026-03-15T08:00:02.6Z", started("toolu_01Log1")),
+        event(
+            RUN_D,
+            4,
+            "2026-03-15T08:00:03Z",
+            completed("toolu_01Log1", "error[E0308]: mismatched types\n"),
+        ),
+        event(
+            RUN_D,
+            5,
+            "2026-03-15T08:00:05Z",
+            bash("toolu_01Log2", "cat build-2.log", Usage::new(7400, 38)),
+        ),
+        event(RUN_D, 6, "2026-03-15T08:00:05.1Z", started("toolu_01Log2")),
+        event(
+            RUN_D,
+            7,
+            "2026-03-15T08:00:05.9Z",
+            completed("toolu_01Log2", "warning: unused variable\n"),
+        ),
+        event(
+            RUN_D,
+            8,
+            "2026-03-15T08:00:06Z",
+            EventKind::ContextCompacted(ContextCompacted {
+                stubbed: vec![s("toolu_01Log2")],
+                dropped: vec![MessageRange { start: 1, end: 3 }],
+                context_tokens: 8000,
+                estimated_before: 7950,
+                estimated_after: 2300,
             }),
         ),
     ]

@@ -70,8 +70,8 @@ async fn crash_child() {
         policy: None,
         input: "write, then die".into(),
         session: None,
-    };
         channel: None,
+    };
     let (event, lease) = store
         .create_run(&run_id, created, "crasher:1", Duration::from_secs(60))
         .await

@@ -39,8 +39,8 @@ fn turn_input(text: &str) -> RunCreated {
         policy: None,
         input: text.into(),
         session: None,
-    }
         channel: None,
+    }
 }
 
 fn user(text: &str) -> Message {

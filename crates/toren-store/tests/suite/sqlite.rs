@@ -29,8 +29,8 @@ fn created(input: &str) -> RunCreated {
         policy: None,
         input: input.into(),
         session: None,
-    }
         channel: None,
+    }
 }
 
 fn approval_requested(call_id: &str) -> EventKind {

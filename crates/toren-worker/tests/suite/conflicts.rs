@@ -167,8 +167,8 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
         }),
         input: "go".into(),
         session: None,
-    };
         channel: None,
+    };
     let run = RunId::new();
     let ttl = Duration::from_secs(30);
     let holder = holder::this_process();

@@ -193,8 +193,8 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         policy: Some(policy),
         input: "go".into(),
         session: None,
-    };
         channel: None,
+    };
     let run = RunId::new();
     let holder = holder::this_process();
     let (_, lease) = store.create_run(&run, created, &holder, ttl).await.unwrap();
