@@ -12,6 +12,7 @@ mod providers;
 mod pty;
 mod resume;
 mod scripted;
+mod send;
 mod settings;
 mod terminal;
 mod trust;
