@@ -4,15 +4,18 @@
 //! the notifier or, for runs driven by other processes, every poll interval.
 //!
 //! Streamed text is ephemeral (never journaled). With a stream directory, the notifier also
-//! appends each run's text of the current model call to `<dir>/<run id>` (private, removed
-//! once the answer is committed), so a follower in another process sees it too.
+//! writes each run's text of the current model call to `<dir>/<run id>` (private, removed
+//! once the answer is committed), after a first line naming the call, so a follower in
+//! another process sees it too: from the start of each call, and only after the events
+//! committed before it.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::fs::{self, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::broadcast;
@@ -43,6 +46,9 @@ pub struct Notifier {
     tx: broadcast::Sender<Notice>,
     /// Where streamed text is shared with followers in other processes.
     streams: Option<PathBuf>,
+    /// The runs whose current model call has a stream file written here (a file that a
+    /// process which died mid-call left behind is started afresh, not appended to).
+    writing: Arc<Mutex<HashSet<RunId>>>,
 }
 
 impl Default for Notifier {
@@ -55,7 +61,11 @@ impl Notifier {
     pub fn new() -> Self {
         // A follower that falls this far behind re-reads the store; nothing is lost.
         let (tx, _) = broadcast::channel(1024);
-        Self { tx, streams: None }
+        Self {
+            tx,
+            streams: None,
+            writing: Arc::default(),
+        }
     }
 
     /// Also shares streamed text through files in `dir` (created private if missing).
@@ -78,6 +88,21 @@ impl Notifier {
                     .recursive(true)
                     .mode(0o700)
                     .create(dir)?;
+            }
+            let new_call = self
+                .writing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(run.clone());
+            if new_call {
+                let mut file = OpenOptions::new()
+                    .create(true)
+                    .write(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&path)?;
+                file.write_all(format!("{}\n", call_name()).as_bytes())?;
+                return file.write_all(delta.as_bytes());
             }
             OpenOptions::new()
                 .create(true)
@@ -112,9 +137,31 @@ impl toren_worker::Observer for Notifier {
                 .is_some_and(RunStatus::is_terminal);
         if done && let Some(path) = self.stream_file(&event.run_id) {
             let _ = fs::remove_file(path);
+            self.writing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&event.run_id);
         }
         let _ = self.tx.send(Notice::Moved(event.run_id.clone()));
     }
+}
+
+/// A name for one model call's stream file, unique across processes and restarts.
+fn call_name() -> String {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}.{}.{}",
+        std::process::id(),
+        jiff::Timestamp::now().as_nanosecond(),
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A run's stream file, and how much of which call's text was given.
+struct StreamFile {
+    path: PathBuf,
+    call: Option<String>,
+    offset: usize,
 }
 
 /// A run's events from a seq on, as they are appended. See [`crate::RunService::follow`].
@@ -127,7 +174,9 @@ pub struct Follow {
     buffered: VecDeque<Event>,
     ended: bool,
     /// The run's stream file and how much of it was given.
-    stream: Option<(PathBuf, u64)>,
+    stream: Option<StreamFile>,
+    /// The call of the last answer given: its stream file, while still there, is done.
+    answered_call: Option<String>,
     /// The text of the current model call given so far, and whether events now come live
     /// (after the log as it was when following began).
     streamed: String,
@@ -145,7 +194,11 @@ impl Follow {
         after: u64,
         poll: Duration,
     ) -> Self {
-        let stream = notifier.stream_file(&run).map(|path| (path, 0));
+        let stream = notifier.stream_file(&run).map(|path| StreamFile {
+            path,
+            call: None,
+            offset: 0,
+        });
         Self {
             store,
             rx: notifier.subscribe(),
@@ -155,6 +208,7 @@ impl Follow {
             buffered: VecDeque::new(),
             ended: false,
             stream,
+            answered_call: None,
             streamed: String::new(),
             live: false,
             stale: String::new(),
@@ -172,6 +226,10 @@ impl Follow {
                     && self.live
                 {
                     let text = &answer.message.text;
+                    if !self.streamed.is_empty() && text.starts_with(self.streamed.as_str()) {
+                        self.answered_call =
+                            self.stream.as_ref().and_then(|stream| stream.call.clone());
+                    }
                     if let Some(rest) = text.strip_prefix(self.streamed.as_str())
                         && !rest.is_empty()
                     {
@@ -209,24 +267,46 @@ impl Follow {
                 self.ended = summary.last_seq <= self.after;
                 continue;
             }
-            if let Some(text) = self.wait().await {
-                if let Some(left) = self.stale.strip_prefix(text.as_str()) {
-                    self.stale = left.to_owned();
+            if let Some((text, call, offset)) = self.peek_stream() {
+                // The text was written after every event committed before its call: give
+                // those first (and take the text again after them).
+                let events = self.store.read(&self.run, self.after).await?;
+                if !events.is_empty() {
+                    self.buffered.extend(events);
                     continue;
                 }
-                self.stale.clear();
-                self.streamed.push_str(&text);
+                if let Some(stream) = &mut self.stream {
+                    stream.call = Some(call);
+                    stream.offset = offset;
+                }
+                if let Some(text) = self.fresh(text) {
+                    return Ok(Some(Followed::Text(text)));
+                }
+                continue;
+            }
+            if let Some(text) = self.wait().await
+                && let Some(text) = self.fresh(text)
+            {
                 return Ok(Some(Followed::Text(text)));
             }
         }
     }
 
-    /// Waits until the run may have moved: a notice from this process, or the poll
-    /// interval. Returns streamed text of the run, if that is what came.
-    async fn wait(&mut self) -> Option<String> {
-        if let Some(text) = self.stream_text() {
-            return Some(text);
+    /// `text` unless it is the rest of an answer already given whole.
+    fn fresh(&mut self, text: String) -> Option<String> {
+        if let Some(left) = self.stale.strip_prefix(text.as_str()) {
+            self.stale = left.to_owned();
+            return None;
         }
+        self.stale.clear();
+        self.streamed.push_str(&text);
+        Some(text)
+    }
+
+    /// Waits until the run may have moved: a notice from this process, or the poll
+    /// interval. Returns streamed text of the run, if that is what came (without a stream
+    /// file; with one, the caller reads it).
+    async fn wait(&mut self) -> Option<String> {
         let deadline = tokio::time::sleep(self.poll);
         tokio::pin!(deadline);
         // With a stream file, text is read from it (whoever drives the run); otherwise it
@@ -234,17 +314,14 @@ impl Follow {
         let from_notices = self.stream.is_none();
         loop {
             tokio::select! {
-                () = &mut deadline => return self.stream_text(),
+                () = &mut deadline => return None,
                 notice = self.rx.recv() => match notice {
                     Ok(Notice::Text(run, text)) if run == self.run && from_notices => {
                         return Some(text);
                     }
-                    Ok(Notice::Text(run, _)) if run == self.run => {
-                        if let Some(text) = self.stream_text() {
-                            return Some(text);
-                        }
+                    Ok(Notice::Text(run, _) | Notice::Moved(run)) if run == self.run => {
+                        return None;
                     }
-                    Ok(Notice::Moved(run)) if run == self.run => return None,
                     Ok(_) => {}
                     // Fell behind: re-read the store now.
                     Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -254,38 +331,37 @@ impl Follow {
                     // No notifier any more: only the poll is left.
                     Err(broadcast::error::RecvError::Closed) => {
                         (&mut deadline).await;
-                        return self.stream_text();
+                        return None;
                     }
                 },
             }
         }
     }
 
-    /// New text in the run's stream file, if any. A file shorter than what was read is a
-    /// new model call's: read from its start.
-    fn stream_text(&mut self) -> Option<String> {
-        let (path, offset) = self.stream.as_mut()?;
-        let (text, read_to) = read_from(path, *offset)?;
-        *offset = read_to;
-        (!text.is_empty()).then_some(text)
+    /// The text of the current model call in the run's stream file that was not given yet:
+    /// the text, the call, and where it ends. A call not seen before is read from its
+    /// start; the answered call's file (until it is removed) is done. Stops before a
+    /// partial UTF-8 character at the end.
+    fn peek_stream(&self) -> Option<(String, String, usize)> {
+        let stream = self.stream.as_ref()?;
+        let bytes = fs::read(&stream.path).ok()?;
+        let newline = bytes.iter().position(|b| *b == b'\n')?;
+        let call = String::from_utf8_lossy(&bytes[..newline]).into_owned();
+        if self.answered_call.as_ref() == Some(&call) {
+            return None;
+        }
+        let body = &bytes[newline + 1..];
+        let start = match &stream.call {
+            Some(seen) if *seen == call => stream.offset.min(body.len()),
+            _ => 0,
+        };
+        let rest = &body[start..];
+        let valid = match std::str::from_utf8(rest) {
+            Ok(_) => rest.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => rest.len(),
+        };
+        let text = String::from_utf8_lossy(&rest[..valid]).into_owned();
+        (!text.is_empty()).then_some((text, call, start + valid))
     }
-}
-
-/// The text of `path` from `offset` (from 0 if the file is shorter now), and where it ends.
-/// Stops before a partial UTF-8 character at the end.
-fn read_from(path: &Path, offset: u64) -> Option<(String, u64)> {
-    let mut file = fs::File::open(path).ok()?;
-    let len = file.metadata().ok()?.len();
-    let start = if len < offset { 0 } else { offset };
-    file.seek(SeekFrom::Start(start)).ok()?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
-    let valid = match std::str::from_utf8(&bytes) {
-        Ok(_) => bytes.len(),
-        Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        Err(_) => bytes.len(),
-    };
-    bytes.truncate(valid);
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    Some((text, start + valid as u64))
 }

@@ -41,8 +41,9 @@ pub(super) fn events_of(items: &[Followed]) -> Vec<Event> {
 }
 
 /// Another process's service over the same database: its own connections and notifier,
-/// so only its poll can see the run move.
-async fn other_process(home: &Home) -> RunService {
+/// so only its poll can see the run move (and, with `streams`, the home's stream files
+/// the text).
+async fn other_process(home: &Home, streams: bool) -> RunService {
     let url = format!("sqlite://{}", home.dir.path().join("toren.db").display());
     RunService::new(
         Arc::new(SqliteStore::open(&url).await.unwrap()),
@@ -53,7 +54,7 @@ async fn other_process(home: &Home) -> RunService {
             },
             lease_ttl: Duration::from_secs(30),
             follow_poll: Duration::from_millis(20),
-            streams: None,
+            streams: streams.then(|| home.dir.path().join("streams")),
         },
     )
 }
@@ -82,7 +83,7 @@ async fn a_follower_gets_every_event_in_order_until_the_run_ends() {
         tokio::spawn(async move { follow_all(&service, &run).await })
     };
     let there = {
-        let service = other_process(&home).await;
+        let service = other_process(&home, false).await;
         let run = run.clone();
         tokio::spawn(async move { follow_all(&service, &run).await })
     };
@@ -223,29 +224,41 @@ async fn until_answered(service: &RunService, run: &RunId, seq: u64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn streamed_text_reaches_the_follower_whole_and_before_its_answer() {
-    streamed_text(false).await;
+    streamed_text(false, false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn text_still_queued_when_its_answer_is_committed_is_not_given_twice() {
-    streamed_text(true).await;
+    streamed_text(true, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_streamed_in_another_process_reaches_the_follower_whole() {
+    streamed_text(false, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_left_in_the_stream_file_when_its_answer_is_committed_is_not_given_twice() {
+    streamed_text(true, true).await;
 }
 
 /// A run of two answers with text, followed. `late`: once the first piece of an answer's
 /// text has reached the follower, it waits until the answer is committed before it asks
 /// for more, so the rest of the text is still queued for it when it reads the answer.
-async fn streamed_text(late: bool) {
+/// `across`: the follower is another process's service, reading the stream files.
+async fn streamed_text(late: bool, across: bool) {
     let gate = Arc::new(Semaphore::new(0));
     let home = Home::with(Options {
         models: Some(Arc::new(Gated {
             inner: ProviderSettings::default(),
             gate: Arc::clone(&gate),
         })),
+        streams: across,
         ..Options::default()
     })
     .await;
     let first = "Let me look around first.";
-    let last = "All done here, goodbye.";
+    let last = "All done here, and that is all there is to say: goodbye.";
     let agent = home.agent(
         "talker",
         Some(sandbox(ApprovalPolicy::Never)),
@@ -256,7 +269,11 @@ async fn streamed_text(late: bool) {
     // The follower lets each answer go once some of its text has reached it: the text is
     // streamed while the model call is still running, never learnt from the log.
     let follower = {
-        let service = home.service.clone();
+        let service = if across {
+            other_process(&home, true).await
+        } else {
+            home.service.clone()
+        };
         let run = run.clone();
         let gate = Arc::clone(&gate);
         tokio::spawn(async move {
@@ -303,5 +320,7 @@ async fn streamed_text(late: bool) {
         .iter()
         .filter(|i| matches!(i, Followed::Text(_)))
         .count();
-    eprintln!("{deltas} text pieces for 2 answers of 5 and 4 words (late: {late})");
+    eprintln!(
+        "{deltas} text pieces for 2 answers of 5 and 13 words (late: {late}, across: {across})"
+    );
 }

@@ -67,6 +67,8 @@ pub(crate) struct Options {
     pub(crate) lease_ttl: Duration,
     /// The models; `None`: the real providers (`scripted/…` relative to the agent's file).
     pub(crate) models: Option<Arc<dyn ModelFactory>>,
+    /// Whether streamed text is shared with other processes (through `<home>/streams`).
+    pub(crate) streams: bool,
 }
 
 impl Default for Options {
@@ -75,6 +77,7 @@ impl Default for Options {
             follow_poll: Duration::from_millis(100),
             lease_ttl: Duration::from_secs(30),
             models: None,
+            streams: false,
         }
     }
 }
@@ -114,7 +117,7 @@ impl Home {
                 },
                 lease_ttl: options.lease_ttl,
                 follow_poll: options.follow_poll,
-                streams: None,
+                streams: options.streams.then(|| dir.path().join("streams")),
             },
         );
         let local = LocalBackend::new(LocalSettings {
