@@ -9,5 +9,6 @@
 mod fake_llm;
 
 pub use fake_llm::{
-    FAKE_USAGE, FakeAnthropic, FakeOpenAi, ReceivedRequest, Reply, anthropic_sse, openai_sse,
+    FAKE_USAGE, FakeAnthropic, FakeOpenAi, ReceivedRequest, Reply, anthropic_sse,
+    fake_input_tokens, openai_sse,
 };

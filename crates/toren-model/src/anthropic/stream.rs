@@ -205,7 +205,7 @@ impl Assembler {
 
     /// `message_start` carries the input count; `message_delta` carries the cumulative
     /// output count (and, in newer API versions, input counts too). Cached prompt tokens
-    /// count as input.
+    /// count as input, and are also counted apart (read from, written to the cache).
     fn add_usage(&mut self, usage: &WireUsage) {
         let input = [
             usage.input_tokens,
@@ -214,6 +214,9 @@ impl Assembler {
         ];
         if input.iter().any(Option::is_some) {
             self.usage.input_tokens = input.iter().flatten().sum();
+            self.usage.cache_creation_input_tokens =
+                usage.cache_creation_input_tokens.unwrap_or_default();
+            self.usage.cache_read_input_tokens = usage.cache_read_input_tokens.unwrap_or_default();
         }
         if let Some(output) = usage.output_tokens {
             self.usage.output_tokens = output;

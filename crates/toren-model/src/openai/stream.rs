@@ -56,6 +56,13 @@ struct FunctionFragment {
 struct WireUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    /// `cached_tokens`: the part of `prompt_tokens` read from the prompt cache.
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptTokensDetails {
+    cached_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +112,9 @@ impl Assembler {
         if let Some(usage) = chunk.usage {
             self.usage.input_tokens = usage.prompt_tokens.unwrap_or(self.usage.input_tokens);
             self.usage.output_tokens = usage.completion_tokens.unwrap_or(self.usage.output_tokens);
+            if let Some(cached) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
+                self.usage.cache_read_input_tokens = cached;
+            }
         }
         // Only the first choice counts; Toren never asks for `n > 1`.
         for choice in chunk.choices.unwrap_or_default() {

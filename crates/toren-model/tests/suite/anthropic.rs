@@ -182,8 +182,8 @@ async fn empty_tool_input_is_an_empty_object_and_unknown_blocks_are_ignored() {
             message: turn("", vec![call("t1", "bash", json!({}))]),
             stop_reason: "tool_use".into(),
             usage: Usage {
-                input_tokens: 15,
-                output_tokens: 9
+                cache_read_input_tokens: 5,
+                ..Usage::new(15, 9)
             },
             model: "claude-x".into(),
         }

@@ -161,10 +161,7 @@ async fn ollama_reuses_index_zero_for_every_call_and_says_stop() {
                 ]
             ),
             stop_reason: "tool_use".into(),
-            usage: Usage {
-                input_tokens: 3,
-                output_tokens: 4
-            },
+            usage: Usage::new(3, 4),
             model: "gpt-test".into(),
         }
     );

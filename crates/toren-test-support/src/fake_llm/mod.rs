@@ -5,6 +5,7 @@
 //! mid-JSON, mid-UTF-8), with tiny pauses so the client really sees them separately.
 
 mod anthropic;
+mod limit;
 mod openai;
 mod server;
 
@@ -14,14 +15,12 @@ use serde_json::Value;
 use toren_protocol::{AssistantMessage, Usage};
 
 pub use anthropic::anthropic_sse;
+pub use limit::fake_input_tokens;
 pub use openai::openai_sse;
 use server::{FakeServer, Wire};
 
 /// The token counts every rendered turn reports.
-pub const FAKE_USAGE: Usage = Usage {
-    input_tokens: 42,
-    output_tokens: 7,
-};
+pub const FAKE_USAGE: Usage = Usage::new(42, 7);
 
 /// One scripted answer of a fake server.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,6 +47,9 @@ pub enum Reply {
     Truncated(AssistantMessage),
     /// HTTP 200 with exactly this SSE body, still streamed in small chunks.
     RawSse(String),
+    /// No answer at all: the request is received and recorded, then left waiting (until
+    /// the client gives up or its process is killed).
+    Hang,
 }
 
 impl Reply {
@@ -75,6 +77,8 @@ pub struct ReceivedRequest {
     pub headers: BTreeMap<String, String>,
     /// The JSON body (`Value::Null` if it was not JSON).
     pub body: Value,
+    /// The body's bytes, as sent.
+    pub raw_body: Vec<u8>,
 }
 
 impl ReceivedRequest {
@@ -108,6 +112,14 @@ macro_rules! fake_handle {
             /// Every request received so far, in order.
             pub fn requests(&self) -> Vec<ReceivedRequest> {
                 self.server.requests()
+            }
+
+            /// Gives the server a context window of `tokens` (counted as
+            /// [`fake_input_tokens`]): a larger request, or one whose input and
+            /// `max_tokens` together are larger, is refused with the real API's HTTP 400
+            /// (`prompt is too long: N tokens > M maximum`) and uses no reply.
+            pub fn limit_input_tokens(&self, tokens: u64) {
+                self.server.limit_input_tokens(Some(tokens));
             }
 
             /// Replies not yet used.

@@ -55,6 +55,8 @@ pub(crate) fn render(reply: &Reply, model: &str, number: usize) -> Rendered {
             sse(body)
         }
         Reply::RawSse(body) => sse(body.clone()),
+        // The server never answers it (see `server::handle`).
+        Reply::Hang => sse(String::new()),
         Reply::Status {
             status,
             message,

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::{ReceivedRequest, Reply, anthropic, openai};
+use super::{ReceivedRequest, Reply, anthropic, limit, openai};
 
 /// Which wire protocol a fake speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +66,8 @@ impl Rendered {
 struct Queue {
     replies: VecDeque<Reply>,
     requests: Vec<ReceivedRequest>,
+    /// The context window, in tokens (see `limit`); `None`: no limit.
+    input_limit: Option<u64>,
 }
 
 struct Shared {
@@ -141,6 +143,10 @@ impl FakeServer {
         self.shared.lock().requests.clone()
     }
 
+    pub(crate) fn limit_input_tokens(&self, limit: Option<u64>) {
+        self.shared.lock().input_limit = limit;
+    }
+
     pub(crate) fn remaining(&self) -> usize {
         self.shared.lock().replies.len()
     }
@@ -177,19 +183,33 @@ async fn handle(
             })
             .collect::<BTreeMap<_, _>>(),
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        raw_body: body.to_vec(),
     };
     let wire = shared.wire;
-    let (number, reply) = {
+    let (number, reply, refused) = {
         let mut queue = shared.lock();
         queue.requests.push(received.clone());
         let number = queue.requests.len();
-        let reply = if method == Method::POST && uri.path() == wire.path() {
+        let call = method == Method::POST && uri.path() == wire.path();
+        // Too large for the window: refused as the real API does, no reply used.
+        let refused = queue
+            .input_limit
+            .filter(|_| call)
+            .and_then(|l| limit::refusal(wire, &body, &received.body, l));
+        let reply = if call && refused.is_none() {
             queue.replies.pop_front()
         } else {
             None
         };
-        (number, reply)
+        (number, reply, refused)
     };
+    if let Some(refused) = refused {
+        return respond(refused, number as u64);
+    }
+    if reply == Some(Reply::Hang) {
+        // Never answers: the client waits until it gives up or is killed.
+        std::future::pending::<()>().await;
+    }
     let model = received
         .body
         .get("model")
