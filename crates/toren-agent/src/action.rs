@@ -25,6 +25,14 @@ pub enum Action {
         messages: Vec<Message>,
         /// Whether the sandbox tools are offered (only to agents with a sandbox).
         offer_tools: bool,
+        /// The most output tokens the context window leaves room for: the worker asks for
+        /// the lesser of this and its configured `max_tokens`.
+        max_output_tokens: u32,
+    },
+    /// The conversation would not fit the model's context window: append `event`
+    /// (`context_compacted`); the model call that follows sends the compacted conversation.
+    Compact {
+        event: toren_protocol::ContextCompacted,
     },
     /// Append `request` (`approval_requested`), then wait for a decision.
     RequestApproval {

@@ -63,6 +63,8 @@ pub struct RunState {
     pub policy: Option<ResolvedPolicy>,
     /// The conversation to send to the model.
     pub messages: Vec<Message>,
+    /// How many of `messages` came before this run (a session's earlier turns).
+    pub history_len: usize,
     /// Model responses so far.
     pub turns: u32,
     pub status: RunStatus,
@@ -83,24 +85,46 @@ pub struct RunState {
     /// Every tool call id the run has used, so that a new answer's ids can be made unique
     /// within the run (see [`RunState::admit`]).
     pub(crate) used_ids: BTreeSet<String>,
+    /// What is stubbed or left out of the conversation to fit the context window.
+    pub(crate) compaction: crate::Compaction,
+    /// The token usage of the run's model answers, summed.
+    pub(crate) usage: toren_protocol::Usage,
 }
 
 impl RunState {
     /// Folds a whole log, which must start with `run_created`.
     pub fn from_events(events: &[Event]) -> Result<Self, Error> {
+        Self::from_events_with_history(&[], events)
+    }
+
+    /// Folds a whole log of a run that continues `history` (a session's conversation before
+    /// this turn): the model sees the history, then this run's input and what followed.
+    pub fn from_events_with_history(history: &[Message], events: &[Event]) -> Result<Self, Error> {
         let (first, rest) = events
             .split_first()
             .ok_or_else(|| Error::NotCreated(String::new()))?;
         let EventKind::RunCreated(created) = &first.kind else {
             return Err(Error::NotCreated(first.run_id.to_string()));
         };
+        let mut messages = history.to_vec();
+        messages.push(Message::User {
+            text: created.input.clone(),
+        });
+        // Ids stay unique across the whole conversation the model sees.
+        let used_ids = history
+            .iter()
+            .filter_map(|m| match m {
+                Message::Assistant(a) => Some(a.tool_calls.iter().map(|c| c.id.clone())),
+                _ => None,
+            })
+            .flatten()
+            .collect();
         let mut state = Self {
             run_id: first.run_id.clone(),
             agent: created.agent.clone(),
             policy: created.policy.clone(),
-            messages: vec![Message::User {
-                text: created.input.clone(),
-            }],
+            history_len: history.len(),
+            messages,
             turns: 0,
             status: RunStatus::Running,
             last_seq: first.seq,
@@ -111,7 +135,9 @@ impl RunState {
             deliveries: Vec::new(),
             pending: Vec::new(),
             progress: HashMap::new(),
-            used_ids: BTreeSet::new(),
+            used_ids,
+            compaction: crate::Compaction::default(),
+            usage: toren_protocol::Usage::default(),
         };
         for event in rest {
             state.apply(event)?;
@@ -137,6 +163,7 @@ impl RunState {
                     return Err(bad("tool calls of the previous turn are unanswered".into()));
                 }
                 self.turns += 1;
+                self.usage += r.usage;
                 self.pending = r.message.tool_calls.clone();
                 self.progress = self
                     .pending
@@ -244,6 +271,34 @@ impl RunState {
         }
         self.last_seq = event.seq;
         Ok(())
+    }
+
+    /// This run's own part of the conversation (its input and what followed), as the next
+    /// turn of a session continues it: tool calls left without a result (the turn was
+    /// cancelled or failed before they ran) are answered with a note saying so, so that the
+    /// conversation stays one a model accepts.
+    pub fn own_messages(&self) -> Vec<Message> {
+        let mut own = self.messages[self.history_len.min(self.messages.len())..].to_vec();
+        if !self.pending.is_empty() {
+            let results = self
+                .pending
+                .iter()
+                .map(|c| {
+                    self.result_of(&c.id)
+                        .cloned()
+                        .unwrap_or_else(|| ToolResult {
+                            call_id: c.id.clone(),
+                            content: format!(
+                                "[this call did not run: the turn ended ({}) before it did]",
+                                self.status
+                            ),
+                            is_error: true,
+                        })
+                })
+                .collect();
+            own.push(Message::ToolResults { results });
+        }
+        own
     }
 
     pub(crate) fn result_of(&self, call_id: &str) -> Option<&ToolResult> {

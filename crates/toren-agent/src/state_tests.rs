@@ -18,6 +18,7 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
             instructions: None,
             sandbox: Some(SandboxSpec::default()),
             max_turns: 3,
+            context_tokens: None,
             source: None,
         },
         policy: Some(ResolvedPolicy {

@@ -12,6 +12,13 @@ pub enum Error {
          TOREN_SANDBOX=local to run it on this machine with bubblewrap"
     )]
     SandboxesDisabled { agent: String },
+    #[error(
+        "`{name}` is not a session name: use 1 to 64 letters, digits, `-`, `_` or `.`, not \
+         starting with `.`"
+    )]
+    BadSessionName { name: String },
+    #[error("this process has no session store")]
+    NoSessions,
     #[error("cannot create the run's workspace: {0}")]
     Workspace(#[source] toren_sandbox::Error),
     #[error("run {run} has no call {call} waiting for a decision")]
@@ -26,15 +33,20 @@ impl Error {
     /// Whether the request itself was wrong (a usage error), as opposed to a fault.
     pub fn is_refusal(&self) -> bool {
         match self {
-            Self::SandboxesDisabled { .. } | Self::NoPendingApproval { .. } => true,
+            Self::SandboxesDisabled { .. }
+            | Self::NoPendingApproval { .. }
+            | Self::BadSessionName { .. } => true,
             Self::Store(e) => matches!(
                 e,
                 toren_store::Error::RunNotFound(_)
                     | toren_store::Error::RunEnded { .. }
                     | toren_store::Error::AlreadyDecided { .. }
                     | toren_store::Error::NoPendingApproval { .. }
+                    | toren_store::Error::SessionExists(_)
+                    | toren_store::Error::SessionNotFound(_)
+                    | toren_store::Error::TurnInProgress { .. }
             ),
-            Self::Workspace(_) | Self::Worker(_) => false,
+            Self::Workspace(_) | Self::Worker(_) | Self::NoSessions => false,
         }
     }
 }

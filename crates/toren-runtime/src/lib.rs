@@ -14,8 +14,10 @@ mod error;
 mod follow;
 mod policy;
 mod service;
+mod sessions;
 
 pub use error::{Error, Result};
 pub use follow::{Follow, Followed, Notifier};
 pub use policy::{PolicySettings, resolve_policy};
 pub use service::{Actor, Created, RunService, RunView, ServiceSettings};
+pub use sessions::{Sent, SessionView};

@@ -11,7 +11,7 @@ use toren_protocol::{
     RunCancelled, RunCreated, RunId,
 };
 use toren_sandbox::Workspace;
-use toren_store::{EventLog, Lease, RunSummary};
+use toren_store::{EventLog, Lease, RunSummary, SessionStore};
 use toren_worker::{Observer as _, holder};
 
 use crate::follow::{Follow, Notifier};
@@ -67,7 +67,8 @@ pub struct RunView {
 #[derive(Clone)]
 pub struct RunService {
     store: Arc<dyn EventLog>,
-    settings: ServiceSettings,
+    pub(crate) sessions: Option<Arc<dyn SessionStore>>,
+    pub(crate) settings: ServiceSettings,
     notifier: Notifier,
     holder: String,
 }
@@ -80,10 +81,18 @@ impl RunService {
         };
         Self {
             store,
+            sessions: None,
             settings,
             notifier,
             holder: holder::this_process(),
         }
+    }
+
+    /// The same service with sessions, kept in `sessions` (see [`crate::sessions`]).
+    #[must_use]
+    pub fn with_sessions(mut self, sessions: Arc<dyn SessionStore>) -> Self {
+        self.sessions = Some(sessions);
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn EventLog> {

@@ -54,6 +54,9 @@ pub struct DockerStatus {
 pub struct DockerBackend {
     settings: DockerSettings,
     docker: Docker,
+    /// The container key of each run opened here that is not its own id (a session's
+    /// turns share the session's container), so `finish` removes the right one.
+    keys: Arc<std::sync::Mutex<std::collections::HashMap<RunId, String>>>,
 }
 
 impl DockerBackend {
@@ -74,7 +77,11 @@ impl DockerBackend {
         };
         let docker = Docker::connect_with_host(&host).map_err(unreachable)?;
         let docker = docker.negotiate_version().await.map_err(unreachable)?;
-        Ok(Self { settings, docker })
+        Ok(Self {
+            settings,
+            docker,
+            keys: Arc::default(),
+        })
     }
 
     pub fn settings(&self) -> &DockerSettings {
@@ -134,10 +141,18 @@ impl DockerBackend {
             full_env.retain(|(n, _)| *n != name);
             full_env.push((name, value));
         }
+        // A session's turns share one container, named and labelled by the session.
+        let key = policy
+            .sandbox_key
+            .clone()
+            .unwrap_or_else(|| run.as_str().to_owned());
+        if let Ok(mut keys) = self.keys.lock() {
+            keys.insert(run.clone(), key.clone());
+        }
         Ok(Arc::new(DockerSandbox::new(Setup {
             docker: self.docker.clone(),
-            run: run.as_str().to_owned(),
-            name: container_name(&self.settings.instance, run.as_str()),
+            name: container_name(&self.settings.instance, &key),
+            run: key,
             instance: self.settings.instance.clone(),
             image,
             default_image: self.settings.default_image.clone(),
@@ -149,10 +164,22 @@ impl DockerBackend {
         })))
     }
 
+    /// Removes the container kept under `key` (a session's id). The workspace stays.
+    /// Returns whether there was one.
+    pub async fn remove_key(&self, key: &str) -> Result<bool> {
+        container::remove(&self.docker, &container_name(&self.settings.instance, key)).await
+    }
+
     /// Removes the container of `run` (when the run finished). The workspace stays.
     /// Returns whether there was one.
     pub async fn remove_run(&self, run: &RunId) -> Result<bool> {
-        let name = container_name(&self.settings.instance, run.as_str());
+        let key = self
+            .keys
+            .lock()
+            .ok()
+            .and_then(|mut keys| keys.remove(run))
+            .unwrap_or_else(|| run.as_str().to_owned());
+        let name = container_name(&self.settings.instance, &key);
         container::remove(&self.docker, &name).await
     }
 }

@@ -19,7 +19,9 @@ pub enum Error {
     #[error("no run {0} in this store; `toren runs list` shows the known runs")]
     RunNotFound(RunId),
 
-    #[error("a session named `{0}` already exists; continue it with `toren chat {0}` or pick another name")]
+    #[error(
+        "a session named `{0}` already exists; continue it with `toren chat {0}` or pick another name"
+    )]
     SessionExists(String),
 
     #[error("no session named `{0}`; `toren sessions list` shows the known ones")]

@@ -76,10 +76,7 @@ fn turn(i: usize) -> Vec<EventKind> {
                 }],
             },
             stop_reason: "tool_use".into(),
-            usage: Usage {
-                input_tokens: 1200,
-                output_tokens: 40,
-            },
+            usage: Usage::new(1200, 40),
             model: "bench".into(),
         }),
         EventKind::ToolStarted(ToolStarted {
@@ -119,6 +116,7 @@ async fn main() -> anyhow::Result<()> {
             instructions: None,
             sandbox: None,
             max_turns: u32::MAX,
+            context_tokens: None,
             source: None,
         },
         policy: None,

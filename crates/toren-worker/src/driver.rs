@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use toren_agent::RunState;
+use toren_channel::{ChannelFactory, NoChannels};
 use toren_model::ModelProvider;
-use toren_protocol::{RunId, RunStatus};
+use toren_protocol::{EventKind, Message, RunId, RunStatus};
 use toren_sandbox::{Sandbox, SandboxBackend};
 use toren_store::{EventLog, Lease};
-use toren_tools::Toolkit;
+use toren_tools::{RunChannel, Toolkit};
 
 use crate::heartbeat::heartbeat;
-use crate::{Approver, Error, ModelFactory, Observer, unreplayable};
+use crate::{Approver, Error, HistorySource, ModelFactory, Observer, unreplayable};
 
 /// Looks up the value of a granted environment variable.
 pub(crate) type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -67,6 +68,11 @@ impl Drop for AbortOnDrop {
 /// Drives runs of any agent with one configuration.
 pub struct Worker {
     pub(crate) config: WorkerConfig,
+    /// Session turns' conversations; `None`: this worker drives no session turns.
+    history: Option<Arc<dyn HistorySource>>,
+    /// Finds the channel of a run bound to one ([`NoChannels`] unless
+    /// [`Worker::with_channels`]).
+    channels: Arc<dyn ChannelFactory>,
 }
 
 /// The old name of [`Worker`].
@@ -79,11 +85,59 @@ pub(crate) struct RunContext<'a> {
     pub(crate) backend: Option<Arc<dyn SandboxBackend>>,
     /// The run's sandbox once opened.
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
+    /// The channel the run is bound to, where `send_to_channel` delivers.
+    pub(crate) channel: Option<RunChannel>,
 }
 
 impl Worker {
     pub fn new(config: WorkerConfig) -> Self {
-        Self { config }
+        Self {
+            config,
+            history: None,
+            channels: Arc::new(NoChannels),
+        }
+    }
+
+    /// The same worker, able to drive runs bound to a channel (a chat session's turns):
+    /// their channels come from `channels`. Without it, a bound run is not driven
+    /// ([`Error::NoChannel`]) and stays resumable.
+    #[must_use]
+    pub fn with_channels(mut self, channels: Arc<dyn ChannelFactory>) -> Self {
+        self.channels = channels;
+        self
+    }
+
+    /// The same worker, able to drive session turns: their conversation so far comes from
+    /// `history`.
+    #[must_use]
+    pub fn with_history(mut self, history: Arc<dyn HistorySource>) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// The conversation before the run of `events`, if it is a session turn.
+    async fn history_of(&self, events: &[toren_protocol::Event]) -> Result<Vec<Message>, Error> {
+        let turn = events.first().and_then(|e| match &e.kind {
+            EventKind::RunCreated(c) => c.session.clone(),
+            _ => None,
+        });
+        let Some(turn) = turn else {
+            return Ok(Vec::new());
+        };
+        let run = events
+            .first()
+            .map(|e| e.run_id.to_string())
+            .unwrap_or_default();
+        let Some(source) = &self.history else {
+            return Err(Error::NoHistory {
+                run,
+                why: "this worker serves no sessions".to_owned(),
+            });
+        };
+        source
+            .history(&turn)
+            .await
+            .map_err(|why| Error::NoHistory { run, why })
     }
 
     pub fn store(&self) -> &Arc<dyn EventLog> {
@@ -146,7 +200,8 @@ impl Worker {
         backend_out: &mut Option<Arc<dyn SandboxBackend>>,
     ) -> Result<Outcome, Error> {
         let events = self.config.store.read(&lease.run_id, 0).await?;
-        let mut state = match RunState::from_events(&events) {
+        let history = self.history_of(&events).await?;
+        let mut state = match RunState::from_events_with_history(&history, &events) {
             Ok(state) => state,
             Err(error) => return self.fail_corrupt(lease, &events, &error).await,
         };
@@ -171,11 +226,25 @@ impl Worker {
             None => None,
         };
         backend_out.clone_from(&backend);
+        let channel = match &state.channel {
+            Some(binding) => Some(RunChannel {
+                run_id: state.run_id.clone(),
+                channel: self
+                    .channels
+                    .channel(&state.run_id, binding)
+                    .map_err(|source| Error::NoChannel {
+                        run: state.run_id.to_string(),
+                        source,
+                    })?,
+            }),
+            None => None,
+        };
         let mut run = RunContext {
             lease,
             model,
             backend,
             sandbox: None,
+            channel,
         };
         loop {
             let stepped = {

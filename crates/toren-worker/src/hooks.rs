@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use toren_model::{ModelProvider, ProviderSettings};
-use toren_protocol::{AgentSpec, ApprovalRequested, Event, RunId};
+use toren_protocol::{AgentSpec, ApprovalRequested, Event, Message, RunId, SessionTurn};
 
 /// Watches a run as it is driven. Every method has a default that does nothing.
 pub trait Observer: Send + Sync {
@@ -83,4 +83,12 @@ impl ModelFactory for Arc<dyn ModelProvider> {
     fn model(&self, _agent: &AgentSpec) -> Result<Arc<dyn ModelProvider>, toren_model::Error> {
         Ok(Arc::clone(self))
     }
+}
+
+/// Where a session turn's conversation so far comes from (the session store, through the
+/// run service). Runs that are not session turns have none.
+#[async_trait]
+pub trait HistorySource: Send + Sync {
+    /// The conversation before `turn`, exactly as it was when the turn was created.
+    async fn history(&self, turn: &SessionTurn) -> Result<Vec<Message>, String>;
 }

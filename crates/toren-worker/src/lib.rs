@@ -21,7 +21,7 @@ pub mod holder;
 
 pub use driver::{Outcome, RunDriver, Worker, WorkerConfig};
 pub use error::Error;
-pub use hooks::{Approver, Decision, ModelFactory, Observer, Observers};
+pub use hooks::{Approver, Decision, HistorySource, ModelFactory, Observer, Observers};
 /// Re-exported for the worker's users while they move to `toren_sandbox::SandboxBackend`.
 pub use toren_sandbox::SandboxBackend;
 pub use unreplayable::fail_if_unreplayable;

@@ -38,6 +38,7 @@ impl Worker {
                 system,
                 messages,
                 offer_tools,
+                max_output_tokens,
             } => {
                 let request = ModelRequest {
                     system,
@@ -47,9 +48,14 @@ impl Worker {
                     } else {
                         Vec::new()
                     },
-                    max_tokens: self.config.max_tokens,
+                    // No more than the context window leaves room for.
+                    max_tokens: self.config.max_tokens.min(max_output_tokens),
                 };
                 let kind = self.call_model(run, state, &request).await?;
+                self.append(run, state, vec![kind]).await?;
+            }
+            Action::Compact { event } => {
+                let kind = EventKind::ContextCompacted(event);
                 self.append(run, state, vec![kind]).await?;
             }
             Action::RequestApproval { request, .. } => {

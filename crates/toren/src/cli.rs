@@ -34,6 +34,16 @@ pub(crate) enum Command {
     /// approval stays pending. The run keeps the agent spec and sandbox policy it was created
     /// with. Output and exit status are those of `toren run`.
     Resume(ResumeArgs),
+    /// Talk to an agent in a session that keeps its conversation and workspace.
+    ///
+    /// Creates the session SESSION (then `--agent` is required) or continues it. Each
+    /// message is a turn; the model's text goes to stdout, progress to stderr. On a terminal
+    /// it is a line editor (`/help` lists the commands; Ctrl-C cancels the running turn,
+    /// Ctrl-D leaves); with stdin piped it reads one message per line and exits 0 at the end.
+    Chat(ChatArgs),
+    /// List, inspect and remove sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
     /// List and inspect runs.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -72,6 +82,41 @@ pub(crate) struct ResumeArgs {
     /// Print one JSON object {run_id, status, output} on stdout instead of the answer.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChatArgs {
+    /// The session's name (letters, digits, `-`, `_`, `.`).
+    pub(crate) session: String,
+    /// The agent (a name in TOREN_AGENTS or a path): required to create the session; if
+    /// given for an existing one, it must be the session's agent.
+    #[arg(long)]
+    pub(crate) agent: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionsCommand {
+    /// List sessions, newest first.
+    List {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one session: its turns, status, workspace, container and usage.
+    Show {
+        name: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a session's record and its container; the workspace is kept unless
+    /// `--delete-workspace` is given.
+    Rm {
+        name: String,
+        /// Delete the session's workspace directory too.
+        #[arg(long)]
+        delete_workspace: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

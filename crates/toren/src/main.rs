@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, RunsCommand, SandboxCommand};
+use crate::cli::{Cli, Command, RunsCommand, SandboxCommand, SessionsCommand};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
@@ -50,6 +50,15 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
     match command {
         Command::Run(args) => commands::run::run(args).await,
         Command::Resume(args) => commands::resume::resume(args).await,
+        Command::Chat(args) => commands::chat::chat(args).await,
+        Command::Sessions(SessionsCommand::List { json }) => commands::sessions::list(json).await,
+        Command::Sessions(SessionsCommand::Show { name, json }) => {
+            commands::sessions::show(&name, json).await
+        }
+        Command::Sessions(SessionsCommand::Rm {
+            name,
+            delete_workspace,
+        }) => commands::sessions::rm(&name, delete_workspace).await,
         Command::Runs(RunsCommand::List { json, limit }) => commands::runs::list(json, limit).await,
         Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(&run, json).await,
         Command::Events(args) => commands::events::events(&args).await,

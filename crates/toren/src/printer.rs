@@ -128,6 +128,11 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
             );
         }
         Action::CallModel { .. } => say!("  next: a model call"),
+        Action::Compact { .. } => {
+            say!(
+                "  next: old parts of the conversation are compacted to fit the context window, then a model call"
+            );
+        }
         Action::Complete { .. } | Action::Fail { .. } | Action::Finished { .. } => {}
     }
 }
@@ -234,6 +239,36 @@ pub(crate) fn describe(event: &Event) -> String {
         EventKind::RunCompleted(c) => one_line(&c.output, 120),
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),
+        EventKind::ContextCompacted(c) => format!(
+            "{} tool output(s) stubbed, {} message(s) left out to fit the context window of {} \
+             tokens (estimate {} -> {})",
+            c.stubbed.len(),
+            c.dropped
+                .iter()
+                .map(|r| r.end.saturating_sub(r.start))
+                .sum::<u64>(),
+            c.context_tokens,
+            c.estimated_before,
+            c.estimated_after
+        ),
+        EventKind::MessageDelivered(d) => format!(
+            "{} {} via {}: {} ({} bytes, {}{}) -> {}",
+            d.call_id,
+            if d.repeated {
+                "already delivered"
+            } else {
+                "delivered"
+            },
+            d.channel,
+            d.path,
+            d.bytes,
+            d.kind,
+            d.caption
+                .as_ref()
+                .map(|c| format!(", caption: {}", one_line(c, 60)))
+                .unwrap_or_default(),
+            d.receipt
+        ),
     };
     // One line whatever the fields hold: a newline in any of them is shown, not obeyed.
     visible(&line).into_owned()
@@ -310,6 +345,8 @@ pub(crate) struct StderrObserver {
     mid_line: AtomicBool,
     /// Tool calls by id, to show what a started call does.
     calls: Mutex<HashMap<String, String>>,
+    /// In a chat the model's text is the conversation: it goes to stdout.
+    text_to_stdout: bool,
 }
 
 impl StderrObserver {
@@ -317,13 +354,29 @@ impl StderrObserver {
         Self {
             mid_line: AtomicBool::new(false),
             calls: Mutex::new(HashMap::new()),
+            text_to_stdout: false,
+        }
+    }
+
+    /// For `toren chat`: the model's text on stdout, progress on stderr.
+    pub(crate) fn for_chat() -> Self {
+        Self {
+            text_to_stdout: true,
+            ..Self::new()
         }
     }
 
     /// Ends a line of streamed text, if one is open.
     pub(crate) fn finish_line(&self) {
         if self.mid_line.swap(false, Ordering::Relaxed) {
-            eprintln!();
+            if self.text_to_stdout {
+                #[expect(clippy::print_stdout, reason = "the chat's conversation")]
+                {
+                    println!();
+                }
+            } else {
+                eprintln!();
+            }
         }
     }
 }
@@ -331,8 +384,16 @@ impl StderrObserver {
 impl Observer for StderrObserver {
     fn text(&self, _run: &RunId, delta: &str) {
         // Rendered character by character, so a sequence split across deltas is caught too.
-        eprint!("{}", visible_lines(delta));
-        let _ = std::io::stderr().flush();
+        if self.text_to_stdout {
+            #[expect(clippy::print_stdout, reason = "the chat's conversation")]
+            {
+                print!("{}", visible_lines(delta));
+            }
+            let _ = std::io::stdout().flush();
+        } else {
+            eprint!("{}", visible_lines(delta));
+            let _ = std::io::stderr().flush();
+        }
         self.mid_line
             .store(!delta.ends_with('\n'), Ordering::Relaxed);
     }
@@ -375,7 +436,15 @@ impl Observer for StderrObserver {
             }
             EventKind::ToolCompleted(t) => {
                 let mark = if t.is_error { "✗" } else { "✓" };
-                say!("  {mark} {}", one_line(&t.output, 160));
+                // Long output folded to one line, with how many it had (the exit code is
+                // in the output's status line).
+                let lines = t.output.lines().count();
+                let folded = if lines > 2 {
+                    format!("  [{lines} lines]")
+                } else {
+                    String::new()
+                };
+                say!("  {mark} {}{folded}", one_line(&t.output, 160));
             }
             EventKind::SandboxProvisioned(s) => {
                 say!(

@@ -51,7 +51,7 @@ pub(crate) fn env_lookup(name: &str) -> Option<String> {
 /// directories (`TOREN_HOME` for the default database) mode 0700 and the database 0600; an
 /// existing `TOREN_HOME` that others may enter is the operator's to tighten, so it is only
 /// warned about (its database and workspaces are private either way).
-async fn store(settings: &Settings) -> Result<Arc<dyn EventLog>, Failure> {
+async fn open_sqlite(settings: &Settings) -> Result<Arc<SqliteStore>, Failure> {
     warn_if_shared(&settings.home);
     let store = SqliteStore::open(settings.database_url.expose())
         .await
@@ -196,9 +196,10 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
     )
 }
 
-/// The run service over the event log `settings` name.
+/// The run service over the event log `settings` name, sessions included.
 pub(crate) async fn service_for(settings: &Settings) -> Result<RunService, Failure> {
-    Ok(service_with(settings, store(settings).await?))
+    let store = open_sqlite(settings).await?;
+    Ok(service_with(settings, store.clone()).with_sessions(store))
 }
 
 /// The run service, from the environment's settings and store.
@@ -230,4 +231,16 @@ pub(crate) fn check_model(agent: &AgentSpec, settings: &Settings) -> Result<(), 
         .model(agent)
         .map(drop)
         .map_err(|e| Failure::usage(anyhow!(e).context(format!("agent `{}`", agent.name))))
+}
+
+/// Removes the docker container kept under `key` (a removed session's), if docker is here;
+/// what cannot be done is said, never fatal (the reaper collects leftovers).
+pub(crate) async fn remove_container(settings: &Settings, key: &str) {
+    let removed = match docker(settings).await {
+        Ok(docker) => docker.remove_key(key).await.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("{:#}", e.error)),
+    };
+    if let Err(e) = removed {
+        tracing::warn!("could not remove the session's container: {e}");
+    }
 }

@@ -48,6 +48,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
                 on_interrupt: Default::default(),
             }),
             max_turns: AgentSpec::DEFAULT_MAX_TURNS,
+            context_tokens: None,
             source: Some("/srv/agents/conformance-agent.yaml".to_owned()),
         },
         policy: Some(ResolvedPolicy {
@@ -80,10 +81,7 @@ pub(super) fn model_wants_bash(call_id: &str, command: &str) -> EventKind {
             }],
         },
         stop_reason: "tool_use".to_owned(),
-        usage: Usage {
-            input_tokens: 1_204,
-            output_tokens: 57,
-        },
+        usage: Usage::new(1_204, 57),
         model: "conformance-model-1".to_owned(),
     })
 }
@@ -170,6 +168,7 @@ pub(super) fn call_id(kind: &EventKind) -> Option<&str> {
         | EventKind::SandboxProvisioned(_)
         | EventKind::RunCompleted(_)
         | EventKind::RunFailed(_)
-        | EventKind::RunCancelled(_) => None,
+        | EventKind::RunCancelled(_)
+        | EventKind::ContextCompacted(_) => None,
     }
 }

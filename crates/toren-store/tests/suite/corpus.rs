@@ -6,10 +6,12 @@
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use toren_protocol::{
-    AgentSpec, ApprovalDecided, ApprovalPolicy, ApprovalRequested, AssistantMessage, Event,
-    EventKind, ModelResponded, ResolvedPolicy, RunCancelled, RunCompleted, RunCreated, RunFailed,
-    RunId, SandboxProvisioned, SandboxSpec, ToolCall, ToolCompleted, ToolStarted, Usage,
+    AgentSpec, ApprovalDecided, ApprovalPolicy, ApprovalRequested, AssistantMessage,
+    ContextCompacted, Event, EventKind, MessageRange, ModelResponded, ResolvedPolicy, RunCancelled,
+    RunCompleted, RunCreated, RunFailed, RunId, SandboxProvisioned, SandboxSpec, ToolCall,
+    ToolCompleted, ToolStarted, Usage,
 };
+use toren_protocol::{ChannelBinding, MessageDelivered};
 use toren_store::EventLog;
 
 const CORPUS: &str = include_str!("../corpus/v1_events.jsonl");
@@ -39,9 +41,11 @@ fn variant(kind: &EventKind) -> usize {
         EventKind::RunCompleted(_) => 7,
         EventKind::RunFailed(_) => 8,
         EventKind::RunCancelled(_) => 9,
+        EventKind::ContextCompacted(_) => 10,
+        EventKind::MessageDelivered(_) => 11,
     }
 }
-const VARIANTS: usize = 10;
+const VARIANTS: usize = 12;
 
 #[test]
 fn every_kind_is_in_the_corpus() {
@@ -90,7 +94,7 @@ async fn the_store_serves_v1_events_written_by_an_older_build() {
         .await
         .unwrap();
     }
-    for run_id in [RUN_A, RUN_B, RUN_C] {
+    for run_id in [RUN_A, RUN_B, RUN_C, RUN_D, RUN_E] {
         let run_id: RunId = run_id.parse().unwrap();
         let want: Vec<Event> = events
             .iter()
@@ -104,6 +108,8 @@ async fn the_store_serves_v1_events_written_by_an_older_build() {
 const RUN_A: &str = "run_01jqz5m3k8v7c2x9n4b6t0r1ya";
 const RUN_B: &str = "run_01jqz6a0f3h5k7m9p1r3t5v7x9";
 const RUN_C: &str = "run_01jqz6c8w2y4a6c8e0g2j4l6n8";
+const RUN_D: &str = "run_01jqz7d4e6g8j0m2p4r6t8w0y2";
+const RUN_E: &str = "run_01jqz8f2h4k6m8p0r2t4v6x8z0";
 
 fn event(run: &str, seq: u64, at: &str, kind: EventKind) -> Event {
     Event {
@@ -155,6 +161,7 @@ fn expected() -> Vec<Event> {
                         on_interrupt: Default::default(),
                     }),
                     max_turns: 50,
+                    context_tokens: None,
                     source: Some(s("/home/ana/agents/repo-helper.yaml")),
                 },
                 policy: Some(docker),
@@ -188,10 +195,7 @@ fn expected() -> Vec<Event> {
                     }],
                 },
                 stop_reason: s("tool_use"),
-                usage: Usage {
-                    input_tokens: 1832,
-                    output_tokens: 64,
-                },
+                usage: Usage::new(1832, 64),
                 model: s("claude-sonnet-4-5-20250929"),
             }),
         ),
@@ -250,10 +254,7 @@ fn expected() -> Vec<Event> {
                     tool_calls: vec![],
                 },
                 stop_reason: s("end_turn"),
-                usage: Usage {
-                    input_tokens: 1921,
-                    output_tokens: 12,
-                },
+                usage: Usage::new(1921, 12),
                 model: s("claude-sonnet-4-5-20250929"),
             }),
         ),
@@ -274,6 +275,7 @@ fn expected() -> Vec<Event> {
                     instructions: None,
                     sandbox: None,
                     max_turns: 10,
+                    context_tokens: None,
                     source: None,
                 },
                 policy: None,
@@ -308,6 +310,7 @@ fn expected() -> Vec<Event> {
                         on_interrupt: Default::default(),
                     }),
                     max_turns: 50,
+                    context_tokens: None,
                     source: None,
                 },
                 policy: Some(ResolvedPolicy {
@@ -341,10 +344,7 @@ fn expected() -> Vec<Event> {
                     }],
                 },
                 stop_reason: s("tool_calls"),
-                usage: Usage {
-                    input_tokens: 640,
-                    output_tokens: 31,
-                },
+                usage: Usage::new(640, 31),
                 model: s("qwen3:8b"),
             }),
         ),
@@ -394,6 +394,10 @@ fn expected() -> Vec<Event> {
             }),
         ),
     ]
+    .into_iter()
+    .chain(compacted_run())
+    .chain(delivering_run())
+    .collect()
 }
 
 /// A run whose conversation outgrew an 8,000-token window: usage with cache counts, then a
@@ -509,6 +513,161 @@ fn compacted_run() -> Vec<Event> {
                 context_tokens: 8000,
                 estimated_before: 7950,
                 estimated_after: 2300,
+            }),
+        ),
+    ]
+}
+
+/// A run bound to the terminal channel that sent two files: a document with a caption, and
+/// an image whose call was interrupted after its delivery and, run again, was recognised by
+/// the channel (`repeated`) instead of being delivered twice.
+fn delivering_run() -> Vec<Event> {
+    let send = |id: &str, arguments: serde_json::Value, text: &str, usage: Usage| {
+        EventKind::ModelResponded(ModelResponded {
+            message: AssistantMessage {
+                text: s(text),
+                tool_calls: vec![ToolCall {
+                    id: s(id),
+                    name: s("send_to_channel"),
+                    arguments,
+                    wire_id: None,
+                }],
+            },
+            stop_reason: s("tool_use"),
+            usage,
+            model: s("claude-sonnet-5"),
+        })
+    };
+    let started = |id: &str, attempt: u32| {
+        EventKind::ToolStarted(ToolStarted {
+            call_id: s(id),
+            tool: s("send_to_channel"),
+            attempt,
+        })
+    };
+    vec![
+        event(
+            RUN_E,
+            1,
+            "2026-03-16T18:20:00Z",
+            EventKind::RunCreated(RunCreated {
+                agent: AgentSpec {
+                    name: s("reporter"),
+                    model: s("anthropic/claude-sonnet-5"),
+                    instructions: None,
+                    sandbox: Some(SandboxSpec {
+                        approval: ApprovalPolicy::Never,
+                        ..Default::default()
+                    }),
+                    max_turns: 50,
+                    context_tokens: None,
+                    source: None,
+                },
+                policy: Some(ResolvedPolicy {
+                    backend: s("local"),
+                    image: None,
+                    network: false,
+                    approval: ApprovalPolicy::Never,
+                    env: vec![],
+                    limits: Default::default(),
+                    workspace: None,
+                    on_interrupt: Default::default(),
+                    sandbox_key: None,
+                }),
+                input: s("Send me this week's report."),
+                session: None,
+                channel: Some(ChannelBinding {
+                    kind: s("terminal"),
+                    address: s("weekly"),
+                }),
+            }),
+        ),
+        event(
+            RUN_E,
+            2,
+            "2026-03-16T18:20:04Z",
+            send(
+                "toolu_01Send1",
+                json!({ "path": "out/report.pdf", "caption": "Week 11" }),
+                "Here it is.",
+                Usage::new(3100, 52),
+            ),
+        ),
+        event(
+            RUN_E,
+            3,
+            "2026-03-16T18:20:04.1Z",
+            started("toolu_01Send1", 1),
+        ),
+        event(
+            RUN_E,
+            4,
+            "2026-03-16T18:20:04.3Z",
+            EventKind::MessageDelivered(MessageDelivered {
+                call_id: s("toolu_01Send1"),
+                channel: s("terminal"),
+                path: s("out/report.pdf"),
+                bytes: 48213,
+                sha256: s("0f4a6cfa5c2b24d3a1d5b0e0c3c6d0a8e76bb7e4a1a5fe4fa8a5a2cbb3f0c911"),
+                kind: s("document"),
+                caption: Some(s("Week 11")),
+                receipt: s("/home/ana/Downloads/toren/weekly/report-1.pdf"),
+                repeated: false,
+            }),
+        ),
+        event(
+            RUN_E,
+            5,
+            "2026-03-16T18:20:04.3Z",
+            EventKind::ToolCompleted(ToolCompleted {
+                call_id: s("toolu_01Send1"),
+                output: s(
+                    "sent `out/report.pdf` (48213 bytes, document) to the person through \
+                           the terminal channel: saved as `report-1.pdf` in the person's \
+                           downloads folder.",
+                ),
+                is_error: false,
+                exit_code: None,
+                truncated: false,
+            }),
+        ),
+        event(
+            RUN_E,
+            6,
+            "2026-03-16T18:20:09Z",
+            send(
+                "toolu_01Send2",
+                json!({ "path": "plot.png" }),
+                "",
+                Usage::new(3300, 30),
+            ),
+        ),
+        event(
+            RUN_E,
+            7,
+            "2026-03-16T18:20:09.1Z",
+            started("toolu_01Send2", 1),
+        ),
+        event(
+            RUN_E,
+            8,
+            "2026-03-16T18:31:40Z",
+            started("toolu_01Send2", 2),
+        ),
+        event(
+            RUN_E,
+            9,
+            "2026-03-16T18:31:40.2Z",
+            EventKind::MessageDelivered(MessageDelivered {
+                call_id: s("toolu_01Send2"),
+                channel: s("terminal"),
+                path: s("plot.png"),
+                bytes: 20480,
+                sha256: s("9d377b10ce778c4938b3c7e2c63a229a8c8a5e28b16ad41c5d6d1e0a7f3b2c44"),
+                kind: s("image"),
+                caption: None,
+                receipt: s("/home/ana/Downloads/toren/weekly/plot.png"),
+                repeated: true,
             }),
         ),
     ]

@@ -65,6 +65,7 @@ async fn crash_child() {
             instructions: None,
             sandbox: None,
             max_turns: 3,
+            context_tokens: None,
             source: None,
         },
         policy: None,

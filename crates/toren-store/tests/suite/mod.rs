@@ -2,5 +2,5 @@ mod common;
 mod conformance;
 mod corpus;
 mod crash;
-mod sqlite;
 mod sessions;
+mod sqlite;

@@ -19,6 +19,7 @@ fn agent() -> AgentSpec {
         instructions: None,
         sandbox: None,
         max_turns: 5,
+        context_tokens: None,
         source: None,
     }
 }

@@ -24,6 +24,7 @@ fn created(input: &str) -> RunCreated {
             instructions: None,
             sandbox: None,
             max_turns: 5,
+            context_tokens: None,
             source: None,
         },
         policy: None,

@@ -152,6 +152,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
             instructions: None,
             sandbox: Some(spec),
             max_turns: 10,
+            context_tokens: None,
             source: None,
         },
         policy: Some(ResolvedPolicy {

@@ -188,6 +188,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
                 on_interrupt: Default::default(),
             }),
             max_turns: 10,
+            context_tokens: None,
             source: None,
         },
         policy: Some(policy),

@@ -39,6 +39,26 @@ impl Host {
         settings: &Settings,
         service: &RunService,
     ) -> Result<Self, Failure> {
+        Self::build(agent, policy, settings, service, StderrObserver::new()).await
+    }
+
+    /// The host of a chat session's turns: the model's text goes to stdout.
+    pub(crate) async fn for_chat(
+        agent: &AgentSpec,
+        policy: Option<&ResolvedPolicy>,
+        settings: &Settings,
+        service: &RunService,
+    ) -> Result<Self, Failure> {
+        Self::build(agent, policy, settings, service, StderrObserver::for_chat()).await
+    }
+
+    async fn build(
+        agent: &AgentSpec,
+        policy: Option<&ResolvedPolicy>,
+        settings: &Settings,
+        service: &RunService,
+        observer: StderrObserver,
+    ) -> Result<Self, Failure> {
         let store = Arc::clone(service.store());
         let tasks = CancellationToken::new();
         let mut reaper = None;
@@ -58,7 +78,7 @@ impl Host {
             None => Vec::new(),
         };
         wiring::check_model(agent, settings)?;
-        let observer = Arc::new(StderrObserver::new());
+        let observer = Arc::new(observer);
         let approver: Option<Arc<dyn Approver>> =
             TerminalApprover::for_terminal(settings.user.clone())
                 .map(|approver| Arc::new(approver) as Arc<dyn Approver>);
@@ -78,7 +98,9 @@ impl Host {
             approval_poll: settings.approval_poll,
             holder: holder::this_process(),
             lease_ttl: settings.lease_ttl,
-        });
+        })
+        // Session turns start from their session's conversation.
+        .with_history(Arc::new(service.clone()));
         Ok(Self {
             worker,
             observer,
@@ -90,6 +112,17 @@ impl Host {
     /// The holder name this host drives runs under.
     pub(crate) fn holder(&self) -> String {
         holder::this_process()
+    }
+
+    /// Drives one run (a chat's turn) until it ends or `stop` fires, without reporting.
+    pub(crate) async fn drive_turn(
+        &self,
+        lease: Lease,
+        stop: &CancellationToken,
+    ) -> Result<Outcome, toren_worker::Error> {
+        let outcome = self.worker.drive(lease, stop).await;
+        self.observer.finish_line();
+        outcome
     }
 
     /// Takes the lease of an existing run (for `toren resume`).

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub(crate) mod approve;
+pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod events;
 pub(crate) mod host;
@@ -8,6 +9,7 @@ pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod sandbox;
+pub(crate) mod sessions;
 
 use toren_protocol::RunId;
 

@@ -5,6 +5,7 @@
 
 use serde_json::json;
 use toren_display::{escape_json, visible, visible_lines};
+use toren_protocol::Usage;
 use toren_runtime::RunService;
 use toren_store::RunSummary;
 
@@ -98,6 +99,13 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     object["pending_approval"] = json!(pending);
     object["output"] = json!(state.output);
     object["error"] = json!(state.error);
+    object["usage"] = usage_json(state.usage());
+    object["context"] = json!({
+        "window_tokens": state.agent.context_window(),
+        "compactions": state.compaction().compactions(),
+        "stubbed_outputs": state.compaction().stubbed_outputs(),
+        "dropped_messages": state.compaction().dropped_messages(),
+    });
     if as_json {
         println!("{}", escape_json(&object.to_string()));
         return Ok(0);
@@ -119,6 +127,17 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     println!("created    {}", summary.created_at);
     println!("updated    {}", summary.updated_at);
     println!("turns      {}", state.turns);
+    println!("usage      {}", usage_line(state.usage(), state.turns));
+    let compaction = state.compaction();
+    if compaction.compactions() > 0 {
+        println!(
+            "context    {} compaction(s) to fit {} tokens: {} tool output(s) stubbed, {} message(s) left out",
+            compaction.compactions(),
+            thousands(u64::from(state.agent.context_window())),
+            compaction.stubbed_outputs(),
+            compaction.dropped_messages()
+        );
+    }
     println!("events     {}", summary.last_seq);
     match &state.policy {
         Some(p) => println!(
@@ -151,6 +170,56 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         println!("error      {}", visible_lines(error));
     }
     Ok(0)
+}
+
+/// Token usage as `--json` gives it: every count, zeros included.
+pub(crate) fn usage_json(usage: Usage) -> serde_json::Value {
+    json!({
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+    })
+}
+
+/// `12,345 input tokens (9,000 read from the cache), 678 output tokens in 12 model calls`.
+pub(crate) fn usage_line(usage: Usage, calls: u32) -> String {
+    let mut cache = Vec::new();
+    if usage.cache_read_input_tokens > 0 {
+        cache.push(format!(
+            "{} read from the cache",
+            thousands(usage.cache_read_input_tokens)
+        ));
+    }
+    if usage.cache_creation_input_tokens > 0 {
+        cache.push(format!(
+            "{} written to it",
+            thousands(usage.cache_creation_input_tokens)
+        ));
+    }
+    let cache = if cache.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", cache.join(", "))
+    };
+    format!(
+        "{} input tokens{cache}, {} output tokens in {calls} model call(s)",
+        thousands(usage.input_tokens),
+        thousands(usage.output_tokens)
+    )
+}
+
+/// `48213` as `48,213`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }
 
 /// `runs show` of a run whose log cannot be folded: its summary and why.

@@ -89,7 +89,8 @@ fn kill_point(events: &[Event]) -> &'static str {
             Action::RunTool { .. }
             | Action::RequestApproval { .. }
             | Action::RecordDenial { .. }
-            | Action::Refuse { .. },
+            | Action::Refuse { .. }
+            | Action::Compact { .. },
         ) => "between steps (appends in flight)",
         Ok(Action::Complete { .. } | Action::Fail { .. }) => "before the final append",
         Ok(Action::Finished { .. }) => "after the end",

@@ -1,0 +1,267 @@
+//! Sessions through the run service: a conversation of many turns with one agent, in one
+//! workspace. A session pins its agent spec and policy when it is created (the workspace
+//! `$TOREN_SANDBOX_ROOT/<session id>/workspace`, and the session's id as the sandbox key, so
+//! one container serves all its turns); each message becomes a turn, a run bound to the
+//! session that starts from the conversation so far. One turn runs at a time: a message
+//! sent while one runs is queued as the next turn. The conversation of an ended turn is
+//! recorded in the session store (computed from its log, deterministically), so the next
+//! turn, and a resumed turn, start from exactly the same history.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use toren_agent::RunState;
+use toren_protocol::{AgentSpec, Message, RunCreated, RunId, SessionTurn};
+use toren_sandbox::Workspace;
+use toren_store::{Session, SessionStore, SessionTurnRow};
+
+use crate::{Created, Error, Result, RunService};
+
+/// What became of a message sent to a session.
+#[derive(Clone, Debug)]
+pub enum Sent {
+    /// It is the session's new turn, created with the caller's lease.
+    Turn { created: Box<Created>, turn: u32 },
+    /// A turn is running: the message waits as the next turn (`waiting` messages now).
+    Queued { waiting: u32 },
+}
+
+/// A session with its turns.
+#[derive(Clone, Debug)]
+pub struct SessionView {
+    pub session: Session,
+    pub turns: Vec<SessionTurnRow>,
+    /// The workspace's host path.
+    pub workspace: Option<String>,
+}
+
+/// A valid session name: what people type, safe in paths and terminals.
+fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadSessionName {
+            name: name.to_owned(),
+        })
+    }
+}
+
+impl RunService {
+    fn session_store(&self) -> Result<&Arc<dyn SessionStore>> {
+        self.sessions.as_ref().ok_or(Error::NoSessions)
+    }
+
+    /// Creates the session `name` of `agent`: its policy resolved and pinned, its workspace
+    /// made.
+    pub async fn create_session(&self, name: &str, agent: AgentSpec) -> Result<Session> {
+        check_name(name)?;
+        let store = self.session_store()?;
+        let id = format!("ses_{}", ulid_like());
+        let policy = match self.resolve_policy(&agent)? {
+            Some(mut policy) => {
+                let workspace = Workspace::create(&self.settings.policy.sandbox_root, &id)
+                    .map_err(Error::Workspace)?;
+                policy.workspace = Some(workspace.path().display().to_string());
+                policy.sandbox_key = Some(id.clone());
+                Some(policy)
+            }
+            None => None,
+        };
+        let session = Session {
+            id,
+            name: name.to_owned(),
+            agent,
+            policy,
+            created_at: jiff::Timestamp::now(),
+        };
+        store.create_session(&session).await?;
+        Ok(session)
+    }
+
+    /// The session called `name`.
+    pub async fn session(&self, name: &str) -> Result<Session> {
+        Ok(self.session_store()?.session(name).await?)
+    }
+
+    /// Every session, newest first.
+    pub async fn sessions(&self) -> Result<Vec<Session>> {
+        Ok(self.session_store()?.sessions().await?)
+    }
+
+    /// The session called `name` with its turns.
+    pub async fn session_view(&self, name: &str) -> Result<SessionView> {
+        let store = self.session_store()?;
+        let session = store.session(name).await?;
+        let turns = store.turns(&session.id).await?;
+        let workspace = session.policy.as_ref().and_then(|p| p.workspace.clone());
+        Ok(SessionView {
+            session,
+            turns,
+            workspace,
+        })
+    }
+
+    /// Removes the session's record (its turns' runs and logs stay). Refused while a turn
+    /// runs.
+    pub async fn remove_session(&self, name: &str) -> Result<Session> {
+        let store = self.session_store()?;
+        let session = store.session(name).await?;
+        if let Some(open) = store
+            .turns(&session.id)
+            .await?
+            .into_iter()
+            .find(|t| !t.status.is_terminal())
+        {
+            return Err(Error::Store(toren_store::Error::TurnInProgress {
+                session: session.name,
+                turn: open.turn,
+                run_id: open.run_id,
+            }));
+        }
+        Ok(store.remove_session(name).await?)
+    }
+
+    /// Sends `text` to the session: it becomes the next turn at once (with `holder`'s
+    /// lease), or waits as the next turn if one is running.
+    pub async fn send(&self, session: &Session, text: &str, holder: &str) -> Result<Sent> {
+        let store = self.session_store()?;
+        let turns = store.turns(&session.id).await?;
+        if turns.iter().any(|t| !t.status.is_terminal()) {
+            let waiting = store.enqueue(&session.id, text).await?;
+            return Ok(Sent::Queued { waiting });
+        }
+        self.new_turn(session, text, holder).await
+    }
+
+    /// The oldest queued message as the next turn, once no turn runs.
+    pub async fn next_queued(&self, session: &Session, holder: &str) -> Result<Option<Sent>> {
+        let store = self.session_store()?;
+        let turns = store.turns(&session.id).await?;
+        if turns.iter().any(|t| !t.status.is_terminal()) {
+            return Ok(None);
+        }
+        match store.dequeue(&session.id).await? {
+            Some(text) => Ok(Some(self.new_turn(session, &text, holder).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn new_turn(&self, session: &Session, text: &str, holder: &str) -> Result<Sent> {
+        let store = self.session_store()?;
+        // The conversation of every ended turn is recorded before a new one starts.
+        self.record_ended_turns(session).await?;
+        let run_id = RunId::new();
+        let created = RunCreated {
+            agent: session.agent.clone(),
+            policy: session.policy.clone(),
+            input: text.to_owned(),
+            session: None,
+            channel: None,
+        };
+        match store
+            .create_turn(
+                &session.id,
+                &run_id,
+                created,
+                holder,
+                self.settings.lease_ttl,
+            )
+            .await
+        {
+            Ok((_, lease, turn)) => Ok(Sent::Turn {
+                created: Box::new(Created {
+                    run_id,
+                    lease,
+                    policy: session.policy.clone(),
+                }),
+                turn,
+            }),
+            // Another process started a turn meanwhile: this message waits for it.
+            Err(toren_store::Error::TurnInProgress { .. }) => {
+                let waiting = store.enqueue(&session.id, text).await?;
+                Ok(Sent::Queued { waiting })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Records the conversation of each ended turn not recorded yet, in order: its own
+    /// messages, folded from its log on top of the turns before it.
+    async fn record_ended_turns(&self, session: &Session) -> Result<()> {
+        let store = self.session_store()?;
+        let turns = store.turns(&session.id).await?;
+        let recorded: std::collections::BTreeSet<u32> = store
+            .conversation(&session.id, u32::MAX)
+            .await?
+            .into_iter()
+            .map(|(turn, _)| turn)
+            .collect();
+        for turn in turns.iter().filter(|t| t.status.is_terminal()) {
+            if recorded.contains(&turn.turn) {
+                continue;
+            }
+            let history = self.conversation_before(&session.id, turn.turn).await?;
+            let events = self.store().read(&turn.run_id, 0).await?;
+            // A turn whose log cannot be folded adds nothing to the conversation.
+            let own = RunState::from_events_with_history(&history, &events)
+                .map(|state| state.own_messages())
+                .unwrap_or_default();
+            store
+                .record_turn_messages(&session.id, turn.turn, &own)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn conversation_before(&self, session_id: &str, turn: u32) -> Result<Vec<Message>> {
+        Ok(self
+            .session_store()?
+            .conversation(session_id, turn)
+            .await?
+            .into_iter()
+            .map(|(_, message)| message)
+            .collect())
+    }
+
+    /// The whole conversation of the session so far (ended turns), for display.
+    pub async fn conversation(&self, session: &Session) -> Result<Vec<(u32, Message)>> {
+        self.record_ended_turns(session).await?;
+        Ok(self
+            .session_store()?
+            .conversation(&session.id, u32::MAX)
+            .await?)
+    }
+}
+
+#[async_trait]
+impl toren_worker::HistorySource for RunService {
+    async fn history(&self, turn: &SessionTurn) -> Result<Vec<Message>, String> {
+        let store = self.session_store().map_err(|e| e.to_string())?;
+        let session = store.session(&turn.name).await.map_err(|e| e.to_string())?;
+        if session.id != turn.id {
+            return Err(format!(
+                "the session `{}` was removed and made anew since this turn began",
+                turn.name
+            ));
+        }
+        self.record_ended_turns(&session)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.conversation_before(&session.id, turn.turn)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A sortable unique id part: the run ids' own (a ULID), without their prefix.
+fn ulid_like() -> String {
+    let run = RunId::new();
+    let id = run.as_str();
+    id.strip_prefix("run_").unwrap_or(id).to_owned()
+}

@@ -1,0 +1,198 @@
+//! The chat's slash commands: `/help`, `/files`, `/history`, `/usage`, `/cancel`, `/exit`.
+
+use std::path::Path;
+
+use toren_display::{visible, visible_lines};
+use toren_protocol::{EventKind, Message};
+
+use super::Chat;
+use crate::exit::Failure;
+use crate::printer::say;
+
+/// A slash command the person typed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slash {
+    Help,
+    Files,
+    History,
+    Usage,
+    Cancel,
+    Exit,
+    Unknown,
+}
+
+/// The command `line` is, if it is one (`/` first; `//` sends a message starting with `/`).
+pub(crate) fn parse(line: &str) -> Option<Slash> {
+    let rest = line.strip_prefix('/')?;
+    if rest.starts_with('/') {
+        return None;
+    }
+    Some(match rest.split_whitespace().next().unwrap_or("") {
+        "help" | "?" => Slash::Help,
+        "files" => Slash::Files,
+        "history" => Slash::History,
+        "usage" => Slash::Usage,
+        "cancel" => Slash::Cancel,
+        "exit" | "quit" => Slash::Exit,
+        _ => Slash::Unknown,
+    })
+}
+
+const HELP: &str = "\
+/files     the workspace's files with their sizes
+/history   the conversation so far
+/usage     tokens used, per turn and in all
+/cancel    cancel the turn that is running (Ctrl-C does too)
+/exit      leave (Ctrl-D too); the session stays, continue it with `toren chat NAME`
+A line ending in \\ continues on the next line.";
+
+impl Chat {
+    pub(crate) async fn slash(&self, command: Slash) -> Result<(), Failure> {
+        match command {
+            Slash::Help | Slash::Unknown => say!("{HELP}"),
+            Slash::Files => self.files(),
+            Slash::History => self.history().await?,
+            Slash::Usage => self.usage().await?,
+            Slash::Cancel => match self.running_turn().await? {
+                Some(run) => {
+                    self.service
+                        .cancel(
+                            &run,
+                            Some("cancelled from the chat".to_owned()),
+                            self.actor(),
+                        )
+                        .await
+                        .map_err(Failure::failed)?;
+                    say!("cancelled run {run}");
+                }
+                None => say!("no turn is running"),
+            },
+            Slash::Exit => {}
+        }
+        Ok(())
+    }
+
+    fn files(&self) {
+        let Some(root) = self
+            .session
+            .policy
+            .as_ref()
+            .and_then(|p| p.workspace.clone())
+        else {
+            say!("this agent has no workspace");
+            return;
+        };
+        let mut entries = Vec::new();
+        walk(Path::new(&root), Path::new(""), &mut entries, 0);
+        if entries.is_empty() {
+            say!("the workspace {} is empty", visible(&root));
+            return;
+        }
+        say!("workspace {}", visible(&root));
+        for (path, size) in entries.iter().take(500) {
+            println!("{size:>10}  {}", visible(&path.display().to_string()));
+        }
+        if entries.len() > 500 {
+            say!("… and {} more", entries.len() - 500);
+        }
+    }
+
+    async fn history(&self) -> Result<(), Failure> {
+        let conversation = self
+            .service
+            .conversation(&self.session)
+            .await
+            .map_err(Failure::failed)?;
+        for (turn, message) in conversation {
+            match message {
+                Message::User { text } => println!("[{turn}] you> {}", visible_lines(&text)),
+                Message::Assistant(a) => {
+                    if !a.text.is_empty() {
+                        println!("[{turn}] {}", visible_lines(&a.text));
+                    }
+                    for call in &a.tool_calls {
+                        println!("[{turn}]   » {} {}", visible(&call.name), visible(&call.id));
+                    }
+                }
+                Message::ToolResults { results } => {
+                    for r in results {
+                        let mark = if r.is_error { "✗" } else { "✓" };
+                        println!(
+                            "[{turn}]   {mark} {} ({} lines)",
+                            visible(&r.call_id),
+                            r.content.lines().count()
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn usage(&self) -> Result<(), Failure> {
+        let view = self
+            .service
+            .session_view(&self.session.name)
+            .await
+            .map_err(Failure::failed)?;
+        let (mut input, mut output) = (0_u64, 0_u64);
+        for turn in &view.turns {
+            let events = self
+                .service
+                .events(&turn.run_id, 0)
+                .await
+                .map_err(Failure::failed)?;
+            let (i, o) = events
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::ModelResponded(m) => {
+                        Some((m.usage.input_tokens, m.usage.output_tokens))
+                    }
+                    _ => None,
+                })
+                .fold((0, 0), |(a, b), (i, o)| (a + i, b + o));
+            println!("turn {:>3}: {i} tokens in, {o} out", turn.turn);
+            input += i;
+            output += o;
+        }
+        println!("session:  {input} tokens in, {output} out");
+        Ok(())
+    }
+}
+
+/// The files under `dir` (not following symbolic links), with their sizes.
+fn walk(dir: &Path, rel: &Path, out: &mut Vec<(std::path::PathBuf, u64)>, depth: usize) {
+    if depth > 20 || out.len() > 5000 {
+        return;
+    }
+    let Ok(read) = std::fs::read_dir(dir.join(rel)) else {
+        return;
+    };
+    let mut names: Vec<_> = read.flatten().collect();
+    names.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in names {
+        let path = rel.join(entry.file_name());
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        if meta.is_dir() {
+            walk(dir, &path, out, depth + 1);
+        } else {
+            out.push((path, meta.len()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slash_commands_parse_and_double_slash_sends_a_message() {
+        assert_eq!(parse("/files"), Some(Slash::Files));
+        assert_eq!(parse("/exit"), Some(Slash::Exit));
+        assert_eq!(parse("/what"), Some(Slash::Unknown));
+        assert_eq!(parse("//etc/hosts is odd"), None);
+        assert_eq!(parse("hello /files"), None);
+    }
+}
