@@ -122,6 +122,13 @@ macro_rules! fake_handle {
                 self.server.limit_input_tokens(Some(tokens));
             }
 
+            /// Streams every body in one piece from now on, for long runs where cutting
+            /// them in small chunks would only cost time (the clients' parsers are tested
+            /// on cut streams elsewhere).
+            pub fn stream_whole(&self) {
+                self.server.stream_whole();
+            }
+
             /// Replies not yet used.
             pub fn remaining(&self) -> usize {
                 self.server.remaining()

@@ -68,6 +68,8 @@ struct Queue {
     requests: Vec<ReceivedRequest>,
     /// The context window, in tokens (see `limit`); `None`: no limit.
     input_limit: Option<u64>,
+    /// Stream bodies in one piece instead of cut in small chunks.
+    whole: bool,
 }
 
 struct Shared {
@@ -143,6 +145,10 @@ impl FakeServer {
         self.shared.lock().requests.clone()
     }
 
+    pub(crate) fn stream_whole(&self) {
+        self.shared.lock().whole = true;
+    }
+
     pub(crate) fn limit_input_tokens(&self, limit: Option<u64>) {
         self.shared.lock().input_limit = limit;
     }
@@ -186,7 +192,7 @@ async fn handle(
         raw_body: body.to_vec(),
     };
     let wire = shared.wire;
-    let (number, reply, refused) = {
+    let (number, reply, refused, whole) = {
         let mut queue = shared.lock();
         queue.requests.push(received.clone());
         let number = queue.requests.len();
@@ -201,7 +207,7 @@ async fn handle(
         } else {
             None
         };
-        (number, reply, refused)
+        (number, reply, refused, queue.whole)
     };
     if let Some(refused) = refused {
         return respond(refused, number as u64);
@@ -235,7 +241,32 @@ async fn handle(
             &format!("fake server: no scripted reply left for request #{number}"),
         ),
     };
+    if whole {
+        return respond_whole(rendered);
+    }
     respond(rendered, number as u64)
+}
+
+/// `rendered` in one piece.
+fn respond_whole(rendered: Rendered) -> Response {
+    let status = StatusCode::from_u16(rendered.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let content_type = if rendered.sse {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let mut response = (status, rendered.body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    for (name, value) in rendered.headers {
+        if let Ok(value) = header::HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    response
 }
 
 pub(crate) fn json_error(wire: Wire, status: u16, message: &str) -> Rendered {
