@@ -276,3 +276,72 @@ fn sessions_are_listed_shown_and_removed_keeping_the_workspace_unless_asked() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!ws.exists(), "the workspace was deleted as asked");
 }
+
+/// The containers `toren sandbox list` shows for `key` (a session's id).
+fn containers_of(toren: &Toren, key: &str) -> usize {
+    let out = toren.run(&["sandbox", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["run"] == key)
+        .count()
+}
+
+#[test]
+fn a_docker_session_keeps_one_container_across_a_killed_turn_and_none_when_idle() {
+    let toren = Toren::new().env("TOREN_SANDBOX", "docker");
+    toren.file("slow.script.yaml", SLOW);
+    toren.agent(
+        "slow",
+        "name: slow\nmodel: scripted/slow.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let mut child = toren
+        .command(&["chat", "d", "--agent", "slow"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (ws, id) = loop {
+        let out = toren.run(&["sessions", "show", "d", "--json"]);
+        if out.status.success() {
+            let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let ws = std::path::PathBuf::from(shown["workspace"].as_str().unwrap());
+            if ws.join("once").exists() {
+                break (ws, shown["id"].as_str().unwrap().to_owned());
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the turn's command never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        containers_of(&toren, &id),
+        1,
+        "one container serves the session"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(stdin);
+
+    // The next chat resumes the turn in the session's container, then releases it.
+    let out = chat_piped(&toren, &["chat", "d"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "done at last\n");
+    assert_eq!(read(&ws.join("starts.log")), "start\nstart\n");
+    assert_eq!(
+        containers_of(&toren, &id),
+        0,
+        "an idle session holds no container"
+    );
+    let out = toren.run(&["sessions", "rm", "d"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(ws.exists(), "the workspace survives the session's removal");
+}
