@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use toren_protocol::{ContextCompacted, Message, MessageRange, RunFailed, ToolCall};
+use toren_protocol::{ContextCompacted, Message, MessageRange, RunFailed, SizeRefusal, ToolCall};
 
 use crate::context::{
     Budget, Compaction, calls_by_id, message_tokens, note, result_tokens, stubbed,
@@ -32,7 +32,7 @@ impl RunState {
     pub(crate) fn model_call(&self) -> Action {
         let system = crate::system_prompt(&self.agent);
         let offer_tools = self.agent.sandbox.is_some();
-        let budget = Budget::new(&self.agent, &system, offer_tools);
+        let budget = Budget::new(&self.agent, &system, offer_tools, &self.compaction);
         let messages = self.conversation();
         let estimate = budget.fixed + messages.iter().map(message_tokens).sum::<u64>();
         if estimate <= budget.input {
@@ -40,7 +40,7 @@ impl RunState {
                 system,
                 messages,
                 offer_tools,
-                max_output_tokens: u32::try_from(budget.window - estimate).unwrap_or(u32::MAX),
+                max_output_tokens: u32::try_from(budget.output_room(estimate)).unwrap_or(u32::MAX),
             };
         }
         match plan(&self.messages, &self.compaction, &budget) {
@@ -61,6 +61,47 @@ impl RunState {
                     ),
                 },
             },
+        }
+    }
+}
+
+impl RunState {
+    /// The provider refused the model call as too large for the window, though Toren's
+    /// estimate said it fitted (the estimate fell short, or the window is smaller than the
+    /// spec says). What to record: a compaction that learns from `refused` and makes the
+    /// request fit by what it taught (possibly leaving the conversation as it is, when the
+    /// answer's room was the trouble); or, when nothing more can be left out, the failure.
+    pub fn after_refusal(&self, refused: SizeRefusal) -> Result<ContextCompacted, RunFailed> {
+        let system = crate::system_prompt(&self.agent);
+        let offer_tools = self.agent.sandbox.is_some();
+        let fixed = Budget::new(&self.agent, &system, offer_tools, &self.compaction).fixed;
+        let estimate = fixed + self.conversation().iter().map(message_tokens).sum::<u64>();
+        let mut taught = self.compaction.clone();
+        taught.learn(&refused, estimate, u64::from(self.agent.context_window()));
+        let budget = Budget::new(&self.agent, &system, offer_tools, &taught);
+        let planned = if estimate <= budget.input {
+            Ok(ContextCompacted {
+                context_tokens: u32::try_from(budget.window).unwrap_or(u32::MAX),
+                estimated_after: estimate,
+                ..ContextCompacted::default()
+            })
+        } else {
+            plan(&self.messages, &self.compaction, &budget)
+        };
+        match planned {
+            Ok(event) => Ok(ContextCompacted {
+                estimated_before: estimate,
+                refused: Some(refused),
+                ..event
+            }),
+            Err(_) => Err(RunFailed {
+                error: format!(
+                    "the model provider refused the request as too large for the model's context \
+                     window ({}), and nothing more of the conversation can be left out; set \
+                     `context_tokens` in the agent file to the model's real window",
+                    refused.message
+                ),
+            }),
         }
     }
 }
@@ -280,6 +321,7 @@ impl<'a> Candidate<'a> {
             context_tokens: u32::try_from(budget.window).unwrap_or(u32::MAX),
             estimated_before: 0,
             estimated_after: self.total(),
+            refused: None,
         }
     }
 }
@@ -301,3 +343,7 @@ fn runs(flags: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
         Some((start, i))
     })
 }
+
+#[cfg(test)]
+#[path = "compact_tests.rs"]
+mod tests;

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use toren_protocol::{AgentSpec, ContextCompacted, Message, ToolCall, ToolResult};
+use toren_protocol::{AgentSpec, ContextCompacted, Message, SizeRefusal, ToolCall, ToolResult};
 
 use crate::RunState;
 
@@ -72,30 +72,46 @@ pub(crate) fn result_tokens(result: &ToolResult) -> u64 {
     BLOCK_OVERHEAD + estimate_tokens(&result.call_id) + estimate_tokens(&result.content)
 }
 
-/// The token budget of one model call of an agent.
+/// The token budget of one model call of an agent, in the units of [`estimate_tokens`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Budget {
-    /// The model's context window.
+    /// The model's context window: the pinned spec's, or smaller if a provider said so.
     pub(crate) window: u64,
-    /// The most input a request may have: the window less the answer's reserve.
+    /// The most input a request may have: the window less the answer's reserve (divided by
+    /// what providers' refusals taught of the estimate, see [`Compaction`]).
     pub(crate) input: u64,
     /// Where a compaction aims.
     pub(crate) target: u64,
     /// What every request takes besides the conversation: system prompt, tools, overhead.
     pub(crate) fixed: u64,
+    /// Real tokens per thousand estimated ones (1000 until a refusal teaches more).
+    pub(crate) scale: u64,
 }
 
 impl Budget {
-    pub(crate) fn new(agent: &AgentSpec, system: &str, offer_tools: bool) -> Self {
-        let window = u64::from(agent.context_window());
-        let input = window - (window / 4).min(OUTPUT_RESERVE_MAX);
+    pub(crate) fn new(
+        agent: &AgentSpec,
+        system: &str,
+        offer_tools: bool,
+        compaction: &Compaction,
+    ) -> Self {
+        let spec = u64::from(agent.context_window());
+        let window = compaction.window_cap.map_or(spec, |cap| cap.min(spec));
+        let scale = compaction.scale();
+        let input = (window - (window / 4).min(OUTPUT_RESERVE_MAX)) * 1000 / scale;
         let tools = if offer_tools { TOOLS_RESERVE } else { 0 };
         Self {
             window,
             input,
             target: input * COMPACT_TO_PERCENT / 100,
             fixed: REQUEST_OVERHEAD + estimate_tokens(system) + tools,
+            scale,
         }
+    }
+
+    /// What the window leaves for the answer of a request estimated at `estimate`.
+    pub(crate) fn output_room(&self, estimate: u64) -> u64 {
+        self.window.saturating_sub(estimate * self.scale / 1000)
     }
 }
 
@@ -107,6 +123,10 @@ pub struct Compaction {
     /// Sorted, disjoint, non-adjacent `(start, end)` ranges of message positions.
     dropped: Vec<(usize, usize)>,
     count: u32,
+    /// The smallest window a provider's refusal named.
+    window_cap: Option<u64>,
+    /// Real tokens per thousand estimated, learned from refusals; 0 means 1000.
+    scale_permille: u64,
 }
 
 impl Compaction {
@@ -125,6 +145,37 @@ impl Compaction {
         self.dropped.iter().map(|(s, e)| e - s).sum()
     }
 
+    /// Real tokens per thousand estimated ones, as refusals taught (1000 before any).
+    pub(crate) fn scale(&self) -> u64 {
+        self.scale_permille.max(1000)
+    }
+
+    /// What a refusal of a request estimated at `estimate` teaches: the provider's window,
+    /// and how far the estimate fell short (with a tenth more for margin). A refusal always
+    /// teaches something — at least a quarter more per estimated token — so that a
+    /// provider refusing again and again ends in a failed run, never in a loop.
+    /// `window` is the pinned spec's.
+    pub(crate) fn learn(&mut self, refused: &SizeRefusal, estimate: u64, window: u64) {
+        let scale = self.scale();
+        let before = self.window_cap.unwrap_or(window).min(window);
+        if let Some(limit) = refused.limit_tokens {
+            self.window_cap = Some(self.window_cap.map_or(limit, |cap| cap.min(limit)));
+        }
+        let after = self.window_cap.unwrap_or(window).min(window);
+        let taught = refused
+            .input_tokens
+            .filter(|_| estimate > 0)
+            .map(|input| input.saturating_mul(1100).div_ceil(estimate))
+            .unwrap_or(0);
+        self.scale_permille = if taught > scale {
+            taught
+        } else if after < before {
+            scale
+        } else {
+            scale * 5 / 4
+        };
+    }
+
     pub(crate) fn is_stubbed(&self, call_id: &str) -> bool {
         self.stubbed.contains(call_id)
     }
@@ -139,11 +190,13 @@ impl Compaction {
         &self.dropped
     }
 
-    /// Folds one `context_compacted` over `messages`; `Err` says why it does not fit them.
+    /// Folds one `context_compacted` over `messages` of a run whose pinned window is
+    /// `window`; `Err` says why it does not fit them.
     pub(crate) fn record(
         &mut self,
         event: &ContextCompacted,
         messages: &[Message],
+        window: u64,
     ) -> Result<(), String> {
         let results: HashSet<&str> = messages
             .iter()
@@ -195,6 +248,9 @@ impl Compaction {
         });
         self.stubbed.extend(event.stubbed.iter().cloned());
         self.count += 1;
+        if let Some(refused) = &event.refused {
+            self.learn(refused, event.estimated_before, window);
+        }
         Ok(())
     }
 }
@@ -357,4 +413,4 @@ fn thousands(n: usize) -> String {
 
 #[cfg(test)]
 #[path = "context_tests.rs"]
-mod tests;
+pub(crate) mod tests;

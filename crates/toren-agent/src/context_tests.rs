@@ -10,7 +10,7 @@ use crate::state::tests::{completed, created, log, responded, started};
 use crate::{Action, RunState};
 
 /// A run of an agent with a `window`-token context and room for many turns.
-fn created_with(window: Option<u32>) -> EventKind {
+pub(crate) fn created_with(window: Option<u32>) -> EventKind {
     let EventKind::RunCreated(mut c) = created(ApprovalPolicy::Never) else {
         unreachable!()
     };
@@ -19,12 +19,12 @@ fn created_with(window: Option<u32>) -> EventKind {
     EventKind::RunCreated(c)
 }
 
-fn bash(id: &str) -> ToolCall {
+pub(crate) fn bash(id: &str) -> ToolCall {
     ToolCall::new(id, "bash", json!({"command": format!("make {id}")}))
 }
 
 /// `turns` exchanges of one bash call each, whose outputs are `output(n)`.
-fn exchanges(turns: usize, output: impl Fn(usize) -> String) -> Vec<EventKind> {
+pub(crate) fn exchanges(turns: usize, output: impl Fn(usize) -> String) -> Vec<EventKind> {
     (1..=turns)
         .flat_map(|n| {
             let id = format!("c{n}");
@@ -42,7 +42,7 @@ fn fold(kinds: Vec<EventKind>) -> RunState {
 }
 
 /// Appends `kind` to `events` and folds it into `state`.
-fn push(state: &mut RunState, events: &mut Vec<Event>, kind: EventKind) {
+pub(crate) fn push(state: &mut RunState, events: &mut Vec<Event>, kind: EventKind) {
     let event = Event {
         run_id: events[0].run_id.clone(),
         seq: events.len() as u64 + 1,
@@ -54,14 +54,14 @@ fn push(state: &mut RunState, events: &mut Vec<Event>, kind: EventKind) {
     events.push(event);
 }
 
-fn estimate(state: &RunState, messages: &[Message]) -> u64 {
+pub(crate) fn estimate(state: &RunState, messages: &[Message]) -> u64 {
     let system = crate::system_prompt(&state.agent);
-    Budget::new(&state.agent, &system, true).fixed
+    Budget::new(&state.agent, &system, true, state.compaction()).fixed
         + messages.iter().map(message_tokens).sum::<u64>()
 }
 
 /// Every tool results message follows the assistant message whose calls it answers.
-fn assert_pairs_kept(messages: &[Message]) {
+pub(crate) fn assert_pairs_kept(messages: &[Message]) {
     for (i, m) in messages.iter().enumerate() {
         if let Message::ToolResults { results } = m {
             let Some(Message::Assistant(a)) = i.checked_sub(1).map(|p| &messages[p]) else {
@@ -128,6 +128,7 @@ fn old_outputs_are_stubbed_first_and_the_last_two_exchanges_stay_whole() {
             context_tokens: 20_000,
             estimated_before: before,
             estimated_after: event.estimated_after,
+            refused: None,
         }
     );
     assert!(event.estimated_after <= 9_000, "{event:?}");
@@ -288,7 +289,12 @@ fn three_hundred_turns_fit_and_the_log_alone_gives_every_request_again() {
                 ..
             } => {
                 let estimate = estimate(&s, messages);
-                let budget = Budget::new(&s.agent, &crate::system_prompt(&s.agent), true);
+                let budget = Budget::new(
+                    &s.agent,
+                    &crate::system_prompt(&s.agent),
+                    true,
+                    s.compaction(),
+                );
                 assert!(
                     estimate <= budget.input,
                     "turn {n}: {estimate} > {}",

@@ -253,7 +253,10 @@ impl RunState {
                         "a compaction comes between turns, not during one".into()
                     ));
                 }
-                self.compaction.record(c, &self.messages).map_err(bad)?;
+                let window = u64::from(self.agent.context_window());
+                self.compaction
+                    .record(c, &self.messages, window)
+                    .map_err(bad)?;
             }
             EventKind::SandboxProvisioned(s) => self.sandbox = Some(s.clone()),
             EventKind::RunCompleted(c) => self.output = Some(c.output.clone()),

@@ -15,6 +15,7 @@ mod error;
 mod http;
 pub mod openai;
 mod provider;
+mod refusal;
 mod retry;
 pub mod scripted;
 

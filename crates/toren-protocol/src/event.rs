@@ -270,6 +270,25 @@ pub struct ContextCompacted {
     /// … and after it.
     #[serde(default)]
     pub estimated_after: u64,
+    /// Why, when it was not Toren's estimate but the provider refusing the request as too
+    /// large: what it said. Later requests are estimated with what it taught.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<SizeRefusal>,
+}
+
+/// A provider's refusal of a request too large for the model's window (Anthropic
+/// `prompt is too long: N tokens > M maximum`, OpenAI `context_length_exceeded`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeRefusal {
+    /// The request's input tokens by the provider's count, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// The model's window by the provider, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_tokens: Option<u64>,
+    /// The provider's message, as sent.
+    #[serde(default)]
+    pub message: String,
 }
 
 /// Positions in the conversation a run sends to its model (0 is the first message; for a

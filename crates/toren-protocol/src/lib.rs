@@ -23,7 +23,7 @@ pub use event::{
     ToolCompleted, ToolStarted,
 };
 pub use event::{ChannelBinding, MessageDelivered};
-pub use event::{ContextCompacted, MessageRange};
+pub use event::{ContextCompacted, MessageRange, SizeRefusal};
 pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
 pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window};

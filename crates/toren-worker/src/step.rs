@@ -90,8 +90,9 @@ impl Worker {
     }
 
     /// One model call. A failure that may pass (overload, rate limit, network) after the
-    /// provider's own retries stops driving and leaves the run resumable; one that will not
-    /// (a bad key, a bad request) fails the run.
+    /// provider's own retries stops driving and leaves the run resumable; a refusal of the
+    /// request as too large for the model becomes the compaction the state machine plans;
+    /// any other that will not pass (a bad key, a bad request) fails the run.
     async fn call_model(
         &self,
         run: &RunContext<'_>,
@@ -113,6 +114,14 @@ impl Worker {
                 run: state.run_id.to_string(),
                 error,
             }),
+            // Too large for the model after all: the state machine compacts (and learns from
+            // the refusal), or fails the run when nothing more can go.
+            Err(error) if let Some(refused) = error.size_refusal() => {
+                Ok(match state.after_refusal(refused) {
+                    Ok(compacted) => EventKind::ContextCompacted(compacted),
+                    Err(failed) => EventKind::RunFailed(failed),
+                })
+            }
             Err(error) => Ok(EventKind::RunFailed(RunFailed {
                 error: format!("model call failed: {error}"),
             })),
