@@ -11,7 +11,7 @@ use toren_protocol::{
     RunCompleted, RunCreated, RunFailed, RunId, SandboxProvisioned, SandboxSpec, ToolCall,
     ToolCompleted, ToolStarted, Usage,
 };
-use toren_protocol::{ChannelBinding, MessageDelivered};
+use toren_protocol::{ChannelBinding, MessageDelivered, SizeRefusal};
 use toren_store::EventLog;
 
 const CORPUS: &str = include_str!("../corpus/v1_events.jsonl");
@@ -397,6 +397,7 @@ fn expected() -> Vec<Event> {
     .into_iter()
     .chain(compacted_run())
     .chain(delivering_run())
+    .chain(refused_compaction())
     .collect()
 }
 
@@ -513,6 +514,7 @@ fn compacted_run() -> Vec<Event> {
                 context_tokens: 8000,
                 estimated_before: 7950,
                 estimated_after: 2300,
+                refused: None,
             }),
         ),
     ]
@@ -671,4 +673,29 @@ fn delivering_run() -> Vec<Event> {
             }),
         ),
     ]
+}
+
+/// Later in the compacted run: a provider refused a request as too large, and the
+/// compaction that answered it only learnt the window (the answer's room was the trouble).
+fn refused_compaction() -> Vec<Event> {
+    vec![event(
+        RUN_D,
+        9,
+        "2026-03-15T08:00:09Z",
+        EventKind::ContextCompacted(ContextCompacted {
+            stubbed: vec![],
+            dropped: vec![],
+            context_tokens: 6000,
+            estimated_before: 2300,
+            estimated_after: 2300,
+            refused: Some(SizeRefusal {
+                input_tokens: Some(2650),
+                limit_tokens: Some(6000),
+                message: s(
+                    "input length and `max_tokens` exceed context limit: 2650 + 4096 > 6000, \
+                         decrease input length or `max_tokens` and try again",
+                ),
+            }),
+        }),
+    )]
 }
