@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use toren_agent::RunState;
-use toren_protocol::{AgentSpec, Message, RunCreated, RunId, SessionTurn};
+use toren_protocol::{AgentSpec, ChannelBinding, Message, RunCreated, RunId, SessionTurn};
 use toren_sandbox::Workspace;
 use toren_store::{Session, SessionStore, SessionTurnRow};
 
@@ -128,31 +128,49 @@ impl RunService {
     }
 
     /// Sends `text` to the session: it becomes the next turn at once (with `holder`'s
-    /// lease), or waits as the next turn if one is running.
-    pub async fn send(&self, session: &Session, text: &str, holder: &str) -> Result<Sent> {
+    /// lease, bound to `channel`: where files the agent sends reach the person), or waits as
+    /// the next turn if one is running.
+    pub async fn send(
+        &self,
+        session: &Session,
+        text: &str,
+        holder: &str,
+        channel: Option<ChannelBinding>,
+    ) -> Result<Sent> {
         let store = self.session_store()?;
         let turns = store.turns(&session.id).await?;
         if turns.iter().any(|t| !t.status.is_terminal()) {
             let waiting = store.enqueue(&session.id, text).await?;
             return Ok(Sent::Queued { waiting });
         }
-        self.new_turn(session, text, holder).await
+        self.new_turn(session, text, holder, channel).await
     }
 
-    /// The oldest queued message as the next turn, once no turn runs.
-    pub async fn next_queued(&self, session: &Session, holder: &str) -> Result<Option<Sent>> {
+    /// The oldest queued message as the next turn (bound to `channel`), once no turn runs.
+    pub async fn next_queued(
+        &self,
+        session: &Session,
+        holder: &str,
+        channel: Option<ChannelBinding>,
+    ) -> Result<Option<Sent>> {
         let store = self.session_store()?;
         let turns = store.turns(&session.id).await?;
         if turns.iter().any(|t| !t.status.is_terminal()) {
             return Ok(None);
         }
         match store.dequeue(&session.id).await? {
-            Some(text) => Ok(Some(self.new_turn(session, &text, holder).await?)),
+            Some(text) => Ok(Some(self.new_turn(session, &text, holder, channel).await?)),
             None => Ok(None),
         }
     }
 
-    async fn new_turn(&self, session: &Session, text: &str, holder: &str) -> Result<Sent> {
+    async fn new_turn(
+        &self,
+        session: &Session,
+        text: &str,
+        holder: &str,
+        channel: Option<ChannelBinding>,
+    ) -> Result<Sent> {
         let store = self.session_store()?;
         // The conversation of every ended turn is recorded before a new one starts.
         self.record_ended_turns(session).await?;
@@ -162,7 +180,7 @@ impl RunService {
             policy: session.policy.clone(),
             input: text.to_owned(),
             session: None,
-            channel: None,
+            channel,
         };
         match store
             .create_turn(

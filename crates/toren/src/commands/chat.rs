@@ -18,7 +18,7 @@ use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 use toren_config::Settings;
 use toren_display::{visible, visible_lines};
-use toren_protocol::{Message, RunId, RunStatus};
+use toren_protocol::{ChannelBinding, Message, RunId, RunStatus};
 use toren_runtime::{Actor, RunService, Sent};
 use toren_store::{Lease, Session};
 use toren_worker::Outcome;
@@ -198,7 +198,12 @@ impl Chat {
     pub(crate) async fn send(&self, text: &str) -> Result<(), Failure> {
         let sent = self
             .service
-            .send(&self.session, text, &self.host.holder())
+            .send(
+                &self.session,
+                text,
+                &self.host.holder(),
+                Some(self.channel()),
+            )
             .await
             .map_err(Failure::failed)?;
         match sent {
@@ -217,7 +222,7 @@ impl Chat {
         // Messages queued meanwhile (from another front door) are the next turns.
         while let Some(Sent::Turn { created, .. }) = self
             .service
-            .next_queued(&self.session, &self.host.holder())
+            .next_queued(&self.session, &self.host.holder(), Some(self.channel()))
             .await
             .map_err(Failure::failed)?
         {
@@ -340,6 +345,15 @@ impl Chat {
             .rev()
             .find(|t| !t.status.is_terminal())
             .map(|t| t.run_id))
+    }
+
+    /// Where files the agent sends reach the person: this terminal, into the session's
+    /// downloads directory.
+    fn channel(&self) -> ChannelBinding {
+        ChannelBinding {
+            kind: toren_channel::TERMINAL.to_owned(),
+            address: self.session.name.clone(),
+        }
     }
 
     pub(crate) fn actor(&self) -> &Actor {

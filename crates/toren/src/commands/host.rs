@@ -8,6 +8,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use toren_channel::{Channels, TERMINAL, TerminalChannels};
 use toren_config::Settings;
 use toren_protocol::{AgentSpec, ResolvedPolicy, RunId, RunStatus};
 use toren_runtime::RunService;
@@ -99,8 +100,13 @@ impl Host {
             holder: holder::this_process(),
             lease_ttl: settings.lease_ttl,
         })
-        // Session turns start from their session's conversation.
-        .with_history(Arc::new(service.clone()));
+        // Session turns start from their session's conversation, and files their agent
+        // sends reach this terminal, in TOREN_DOWNLOADS.
+        .with_history(Arc::new(service.clone()))
+        .with_channels(Arc::new(Channels::new().with(
+            TERMINAL,
+            Arc::new(TerminalChannels::new(settings.downloads.clone())),
+        )));
         Ok(Self {
             worker,
             observer,

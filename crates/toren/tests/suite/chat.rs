@@ -345,3 +345,44 @@ fn a_docker_session_keeps_one_container_across_a_killed_turn_and_none_when_idle(
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(ws.exists(), "the workspace survives the session's removal");
 }
+
+#[test]
+fn send_to_channel_in_a_chat_delivers_the_file_byte_for_byte_to_the_downloads() {
+    let toren = Toren::new();
+    let downloads = toren.dir.path().join("dl");
+    let toren = toren.env("TOREN_DOWNLOADS", &downloads.display().to_string());
+    let content = "col1,col2\n1,2\nünïcode ✓\n";
+    let script = json!({"turns": [
+        {"tool_calls": [{"write_file": {"path": "out/report.csv", "content": content}}]},
+        {"tool_calls": [{"send_to_channel": {"path": "out/report.csv", "caption": "the numbers"}}]},
+        {"text": "sent it"},
+    ]});
+    toren.file("send.script.yaml", &script.to_string());
+    toren.agent(
+        "sender",
+        "name: sender\nmodel: scripted/send.script.yaml\nsandbox: true\n",
+    );
+    let out = chat_piped(
+        &toren,
+        &["chat", "files", "--agent", "sender"],
+        "send me the report\n",
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "sent it\n");
+    let delivered = downloads.join("files").join("report.csv");
+    assert_eq!(std::fs::read(&delivered).unwrap(), content.as_bytes());
+    assert!(stderr.contains("report.csv"), "announced: {stderr}");
+    assert!(stderr.contains("the numbers"), "with its caption: {stderr}");
+    let shown: Value =
+        serde_json::from_slice(&toren.run(&["sessions", "show", "files", "--json"]).stdout)
+            .unwrap();
+    let run = shown["turns"][0]["run"].as_str().unwrap().to_owned();
+    let events = toren.events(&run);
+    let delivery = events
+        .iter()
+        .find(|e| e["type"] == "message_delivered")
+        .expect("the delivery is journaled");
+    assert_eq!(delivery["bytes"], content.len());
+    assert_eq!(delivery["channel"], "terminal");
+}
