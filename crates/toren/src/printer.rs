@@ -239,18 +239,7 @@ pub(crate) fn describe(event: &Event) -> String {
         EventKind::RunCompleted(c) => one_line(&c.output, 120),
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),
-        EventKind::ContextCompacted(c) => format!(
-            "{} tool output(s) stubbed, {} message(s) left out to fit the context window of {} \
-             tokens (estimate {} -> {})",
-            c.stubbed.len(),
-            c.dropped
-                .iter()
-                .map(|r| r.end.saturating_sub(r.start))
-                .sum::<u64>(),
-            c.context_tokens,
-            c.estimated_before,
-            c.estimated_after
-        ),
+        EventKind::ContextCompacted(c) => compacted(c),
         EventKind::MessageDelivered(d) => format!(
             "{} {} via {}: {} ({} bytes, {}{}) -> {}",
             d.call_id,
@@ -272,6 +261,28 @@ pub(crate) fn describe(event: &Event) -> String {
     };
     // One line whatever the fields hold: a newline in any of them is shown, not obeyed.
     visible(&line).into_owned()
+}
+
+/// What a `context_compacted` did, and why when a provider refused a request.
+fn compacted(c: &toren_protocol::ContextCompacted) -> String {
+    let left_out: u64 = c
+        .dropped
+        .iter()
+        .map(|r| r.end.saturating_sub(r.start))
+        .sum();
+    let mut line = format!(
+        "{} tool output(s) stubbed, {left_out} message(s) left out to fit the context window \
+         of {} tokens (estimate {} -> {})",
+        c.stubbed.len(),
+        c.context_tokens,
+        c.estimated_before,
+        c.estimated_after
+    );
+    if let Some(refused) = &c.refused {
+        line.push_str("; the provider refused the request: ");
+        line.push_str(&one_line(&refused.message, 160));
+    }
+    line
 }
 
 /// `text` on one line: runs of spaces, tabs and newlines become one space, at most `max`

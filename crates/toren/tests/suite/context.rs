@@ -127,6 +127,12 @@ fn a_window_smaller_than_the_spec_says_is_learnt_from_the_providers_refusal() {
         "{message}"
     );
     assert_eq!(refusals[0]["context_tokens"], WINDOW);
+    let shown = text(&toren.run(&["events", &run]).stdout);
+    assert!(
+        shown.contains("to fit the context window of 16000 tokens")
+            && shown.contains("; the provider refused the request: "),
+        "{shown}"
+    );
     let sent = fake.requests();
     let refused_requests = sent.len() - 41;
     assert_eq!(
