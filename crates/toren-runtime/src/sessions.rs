@@ -215,10 +215,9 @@ impl RunService {
         let store = self.session_store()?;
         let turns = store.turns(&session.id).await?;
         let recorded: std::collections::BTreeSet<u32> = store
-            .conversation(&session.id, u32::MAX)
+            .recorded_turns(&session.id)
             .await?
             .into_iter()
-            .map(|(turn, _)| turn)
             .collect();
         for turn in turns.iter().filter(|t| t.status.is_terminal()) {
             if recorded.contains(&turn.turn) {

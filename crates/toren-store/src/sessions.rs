@@ -71,6 +71,9 @@ pub trait SessionStore: Send + Sync {
     async fn conversation(&self, session_id: &str, before_turn: u32)
     -> Result<Vec<(u32, Message)>>;
 
+    /// The turns whose messages are recorded.
+    async fn recorded_turns(&self, session_id: &str) -> Result<Vec<u32>>;
+
     /// Records an ended turn's own messages. Idempotent: a turn recorded already keeps what
     /// it has.
     async fn record_turn_messages(

@@ -242,6 +242,18 @@ impl SessionStore for SqliteStore {
             .collect()
     }
 
+    async fn recorded_turns(&self, session_id: &str) -> Result<Vec<u32>> {
+        let rows = sqlx::query_scalar::<_, i64>(
+            "SELECT DISTINCT turn FROM session_messages WHERE session_id = ? ORDER BY turn",
+        )
+        .bind(session_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|turn| turn_number(session_id, turn))
+            .collect()
+    }
+
     async fn record_turn_messages(
         &self,
         session_id: &str,

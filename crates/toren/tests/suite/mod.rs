@@ -9,6 +9,7 @@ mod context;
 mod docker;
 mod follow;
 mod leases;
+mod long_session;
 mod pinned_workspace;
 mod providers;
 mod pty;
