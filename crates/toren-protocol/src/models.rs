@@ -47,8 +47,10 @@ const KNOWN: &[(&str, &str, u32)] = &[
     ("ollama", "deepseek-coder-v2", 163_840),
     ("ollama", "codellama", 16_384),
     ("ollama", "gpt-oss", 131_072),
-    // A script ignores what it is sent; agents that test compaction set `context_tokens`.
-    ("scripted", "", 1_000_000),
+    // A script ignores what it is sent, so its window is the largest an agent file may set
+    // (a probe that sends 10 MiB arguments must not fail for context); agents that test
+    // compaction set `context_tokens`.
+    ("scripted", "", 10_000_000),
 ];
 
 /// The context window of `model` (`provider/model-id`) as far as Toren knows it: `None` for
@@ -94,7 +96,7 @@ mod tests {
             ("ollama/Qwen2.5-Coder:7b", Some(32_768)),
             ("ollama/hf.co/org/qwen3-coder:30b", Some(262_144)),
             ("ollama/unheard-of", Some(8_192)),
-            ("scripted/turns.yaml", Some(1_000_000)),
+            ("scripted/turns.yaml", Some(10_000_000)),
             ("elsewhere/model", None),
             ("no-slash", None),
         ];
