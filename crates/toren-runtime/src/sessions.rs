@@ -62,7 +62,7 @@ impl RunService {
     pub async fn create_session(&self, name: &str, agent: AgentSpec) -> Result<Session> {
         check_name(name)?;
         let store = self.session_store()?;
-        let id = format!("ses_{}", ulid_like());
+        let id = new_session_id();
         let policy = match self.resolve_policy(&agent)? {
             Some(mut policy) => {
                 let workspace = Workspace::create(&self.settings.policy.sandbox_root, &id)
@@ -276,9 +276,7 @@ impl toren_worker::HistorySource for RunService {
     }
 }
 
-/// A sortable unique id part: the run ids' own (a ULID), without their prefix.
-fn ulid_like() -> String {
-    let run = RunId::new();
-    let id = run.as_str();
-    id.strip_prefix("run_").unwrap_or(id).to_owned()
+/// A session id: `ses_` and a ULID, lower case like run ids (sortable by creation).
+fn new_session_id() -> String {
+    format!("ses_{}", ulid::Ulid::generate().to_string().to_lowercase())
 }
