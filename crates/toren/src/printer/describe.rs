@@ -1,0 +1,126 @@
+//! One-line human summaries of events, for `toren events` and the live progress: every
+//! field that came from a model, a sandbox or a provider is rendered with `toren-display`
+//! (shown, never obeyed).
+
+use toren_display::visible;
+use toren_protocol::{Event, EventKind};
+
+use super::{command_line, one_line};
+
+/// A one-line human summary of an event (used by `toren events` and the live progress),
+/// with everything that came from the model or the sandbox shown, never obeyed.
+pub(crate) fn describe(event: &Event) -> String {
+    let line = match &event.kind {
+        EventKind::RunCreated(c) => format!(
+            "agent {} ({}), sandbox {}, input: {}",
+            c.agent.name,
+            c.agent.model,
+            c.policy.as_ref().map_or_else(
+                || "none".to_owned(),
+                |p| format!(
+                    "{} network={} approval={} env=[{}]",
+                    p.backend,
+                    p.network,
+                    p.approval,
+                    p.env.join(",")
+                )
+            ),
+            one_line(&c.input, 120)
+        ),
+        EventKind::ModelResponded(m) => {
+            let calls: Vec<String> = m
+                .message
+                .tool_calls
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.id))
+                .collect();
+            format!(
+                "{} tokens in/{} out, {} tool call(s) [{}]: {}",
+                m.usage.input_tokens,
+                m.usage.output_tokens,
+                calls.len(),
+                calls.join(", "),
+                one_line(&m.message.text, 100)
+            )
+        }
+        EventKind::ApprovalRequested(a) => {
+            format!(
+                "{} {}: $ {}",
+                a.tool,
+                a.call_id,
+                command_line(&a.command, 120)
+            )
+        }
+        EventKind::ApprovalDecided(d) => format!(
+            "{} {} by {} via {}{}",
+            if d.approved { "approved" } else { "denied" },
+            d.call_id,
+            d.by,
+            d.via,
+            d.reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
+        EventKind::ToolStarted(t) => format!("{} {} (attempt {})", t.tool, t.call_id, t.attempt),
+        EventKind::ToolCompleted(t) => format!(
+            "{}{}{}{}: {}",
+            t.call_id,
+            if t.is_error { " error" } else { "" },
+            t.exit_code
+                .map(|c| format!(" exit {c}"))
+                .unwrap_or_default(),
+            if t.truncated { " (truncated)" } else { "" },
+            one_line(&t.output, 100)
+        ),
+        EventKind::SandboxProvisioned(s) => {
+            format!("{} {} workspace {}", s.backend, s.instance, s.workspace)
+        }
+        EventKind::RunCompleted(c) => one_line(&c.output, 120),
+        EventKind::RunFailed(f) => f.error.clone(),
+        EventKind::RunCancelled(c) => c.reason.clone(),
+        EventKind::ContextCompacted(c) => compacted(c),
+        EventKind::MessageDelivered(d) => format!(
+            "{} {} via {}: {} ({} bytes, {}{}) -> {}",
+            d.call_id,
+            if d.repeated {
+                "already delivered"
+            } else {
+                "delivered"
+            },
+            d.channel,
+            d.path,
+            d.bytes,
+            d.kind,
+            d.caption
+                .as_ref()
+                .map(|c| format!(", caption: {}", one_line(c, 60)))
+                .unwrap_or_default(),
+            d.receipt
+        ),
+    };
+    // One line whatever the fields hold: a newline in any of them is shown, not obeyed.
+    visible(&line).into_owned()
+}
+
+/// What a `context_compacted` did, and why when a provider refused a request.
+fn compacted(c: &toren_protocol::ContextCompacted) -> String {
+    let left_out: u64 = c
+        .dropped
+        .iter()
+        .map(|r| r.end.saturating_sub(r.start))
+        .sum();
+    let mut line = format!(
+        "{} tool output(s) stubbed, {left_out} message(s) left out to fit the context window \
+         of {} tokens (estimate {} -> {})",
+        c.stubbed.len(),
+        c.context_tokens,
+        c.estimated_before,
+        c.estimated_after
+    );
+    if let Some(refused) = &c.refused {
+        line.push_str("; the provider refused the request: ");
+        line.push_str(&one_line(&refused.message, 160));
+    }
+    line
+}
