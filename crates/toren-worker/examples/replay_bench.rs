@@ -26,7 +26,7 @@ use toren_protocol::{
 };
 use toren_store::{EventLog, SqliteStore};
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Observer, RunDriver, WorkerConfig};
+use toren_worker::{Observer, Worker, WorkerConfig};
 
 /// Answers every request with a final text at once, so the first new event is the
 /// model's answer and the measured time is all replay.
@@ -160,7 +160,7 @@ async fn main() -> anyhow::Result<()> {
 
     // The whole resume path through the worker, up to the first new committed event.
     let observer = Arc::new(FirstEvent(Mutex::new(None)));
-    let driver = RunDriver::new(WorkerConfig {
+    let driver = Worker::new(WorkerConfig {
         store: Arc::clone(&store),
         models: Arc::new(Arc::new(Instant0) as Arc<dyn toren_model::ModelProvider>),
         backends: Vec::new(),

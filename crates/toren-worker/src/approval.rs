@@ -5,9 +5,9 @@
 use toren_agent::RunState;
 use toren_protocol::{ApprovalDecided, ApprovalRequested};
 
-use crate::{Error, RunDriver};
+use crate::{Error, Worker};
 
-impl RunDriver {
+impl Worker {
     /// Waits until a decision on `request` is in the log: from this process's approver if
     /// it has one, or from anywhere else (another terminal's `toren approve`).
     pub(crate) async fn await_decision(

@@ -75,9 +75,6 @@ pub struct Worker {
     channels: Arc<dyn ChannelFactory>,
 }
 
-/// The old name of [`Worker`].
-pub type RunDriver = Worker;
-
 /// What driving one run holds besides its state.
 pub(crate) struct RunContext<'a> {
     pub(crate) lease: &'a Lease,

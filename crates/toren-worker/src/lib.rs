@@ -19,9 +19,7 @@ mod unreplayable;
 
 pub mod holder;
 
-pub use driver::{Outcome, RunDriver, Worker, WorkerConfig};
+pub use driver::{Outcome, Worker, WorkerConfig};
 pub use error::Error;
 pub use hooks::{Approver, Decision, HistorySource, ModelFactory, Observer, Observers};
-/// Re-exported for the worker's users while they move to `toren_sandbox::SandboxBackend`.
-pub use toren_sandbox::SandboxBackend;
 pub use unreplayable::fail_if_unreplayable;

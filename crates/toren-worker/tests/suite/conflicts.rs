@@ -17,7 +17,7 @@ use toren_protocol::{
 use toren_sandbox::{LocalBackend, LocalSettings};
 use toren_store::{EventLog, Lease, RunSummary, SqliteStore};
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Outcome, RunDriver, WorkerConfig, holder};
+use toren_worker::{Outcome, Worker, WorkerConfig, holder};
 
 /// The real store, except that the first append of a batch holding an event of kind
 /// `conflict_on` fails with `Conflict` and writes nothing.
@@ -174,7 +174,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
     let ttl = Duration::from_secs(30);
     let holder = holder::this_process();
     let (_, lease) = store.create_run(&run, created, &holder, ttl).await.unwrap();
-    let driver = RunDriver::new(WorkerConfig {
+    let driver = Worker::new(WorkerConfig {
         store: store.clone(),
         models: Arc::new(Arc::new(model) as Arc<dyn toren_model::ModelProvider>),
         backends: vec![Arc::new(sandbox)],

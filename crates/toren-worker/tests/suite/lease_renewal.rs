@@ -19,7 +19,7 @@ use toren_protocol::{
 use toren_sandbox::{LocalBackend, LocalSettings};
 use toren_store::{EventLog, Lease, RunSummary, SqliteStore};
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Error, Outcome, RunDriver, WorkerConfig, holder};
+use toren_worker::{Error, Outcome, Worker, WorkerConfig, holder};
 
 /// What `renew_lease` does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,7 +139,7 @@ impl EventLog for FlakyRenewals {
 struct Fixture {
     _dir: TempDir,
     store: Arc<FlakyRenewals>,
-    driver: RunDriver,
+    driver: Worker,
     run: RunId,
     lease: Lease,
 }
@@ -199,7 +199,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
     let run = RunId::new();
     let holder = holder::this_process();
     let (_, lease) = store.create_run(&run, created, &holder, ttl).await.unwrap();
-    let driver = RunDriver::new(WorkerConfig {
+    let driver = Worker::new(WorkerConfig {
         store: store.clone(),
         models: Arc::new(Arc::new(model) as Arc<dyn toren_model::ModelProvider>),
         backends: vec![Arc::new(sandbox)],
