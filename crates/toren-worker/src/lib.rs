@@ -1,11 +1,13 @@
-//! Drives one run to its end: replays the run's event log through the agent state
-//! machine (`toren-agent`), carries out each action — a model call, an approval, a tool
-//! call in the sandbox — and appends what happened to the log before going on.
+//! The [`Worker`]: drives any run of any agent to its end, many at once — replays each run's
+//! event log through the agent state machine (`toren-agent`), carries out each action (a
+//! model call, an approval, a tool call in the sandbox, a delivery) and appends what
+//! happened to the log before going on. Each run's model provider comes from a
+//! [`ModelFactory`] by its pinned spec, its sandbox backend by its pinned policy.
 //!
 //! Ordering is the durability contract: `tool_started` is committed before a tool's side
 //! effect starts and `tool_completed` after it ends; a model answer is committed before any
 //! of its tool calls runs. The worker holds no state the log does not have, so a run can be
-//! stopped at any point and driven again from its log. Front doors (the CLI today) watch a
+//! stopped at any point and driven again from its log. Front doors (through the run service) watch a
 //! run through an [`Observer`] and may answer approvals interactively through an
 //! [`Approver`].
 
