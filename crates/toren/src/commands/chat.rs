@@ -291,7 +291,13 @@ impl Chat {
     /// Without a terminal: one message per line until the end of input.
     async fn piped(&self) -> Result<u8, Failure> {
         let mut lines = stdin_lines();
-        while let Some(line) = lines.recv().await {
+        loop {
+            // Ctrl-C while waiting for the next line leaves (a turn's own Ctrl-C cancels it).
+            let line = tokio::select! {
+                line = lines.recv() => line,
+                _ = tokio::signal::ctrl_c() => return Ok(crate::exit::INTERRUPTED),
+            };
+            let Some(line) = line else { break };
             let line =
                 line.map_err(|e| Failure::failed(anyhow!(e).context("cannot read stdin")))?;
             let line = line.trim();
