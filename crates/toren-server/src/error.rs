@@ -1,0 +1,110 @@
+//! Errors as `application/problem+json` (RFC 9457): a status, a short title and a detail
+//! a client can act on, never a stack or a path of the server's.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// An error response.
+#[derive(Debug, Clone, Serialize, thiserror::Error)]
+#[error("{status} {title}: {detail}")]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Extra members (e.g. the decision that stands).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self {
+            kind: "about:blank".to_owned(),
+            title: status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: status.as_u16(),
+            detail: detail.into(),
+            extra: None,
+        }
+    }
+
+    pub(crate) fn unauthorized(detail: &str) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, detail)
+    }
+
+    pub(crate) fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+
+    pub(crate) fn with(mut self, extra: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.extra = Some(extra);
+        self
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, Json(&self)).into_response();
+        if let Ok(value) = header::HeaderValue::from_str("application/problem+json") {
+            response.headers_mut().insert(header::CONTENT_TYPE, value);
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+impl From<JsonRejection> for Problem {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = match rejection {
+            JsonRejection::JsonDataError(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            JsonRejection::MissingJsonContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            _ => rejection.status(),
+        };
+        // axum's text names the field and the position, not anything of the server's.
+        Self::new(status, rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for Problem {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, rejection.body_text())
+    }
+}
+
+impl From<toren_runtime::Error> for Problem {
+    fn from(error: toren_runtime::Error) -> Self {
+        use toren_store::Error as S;
+        let status = match &error {
+            toren_runtime::Error::Store(S::RunNotFound(_))
+            | toren_runtime::Error::Store(S::NoPendingApproval { .. })
+            | toren_runtime::Error::NoPendingApproval { .. } => StatusCode::NOT_FOUND,
+            toren_runtime::Error::Store(S::AlreadyDecided { .. })
+            | toren_runtime::Error::Store(S::RunEnded { .. }) => StatusCode::CONFLICT,
+            toren_runtime::Error::SandboxesDisabled { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            e if e.is_refusal() => StatusCode::CONFLICT,
+            _ => {
+                tracing::error!(error = %error, "request failed");
+                return Self::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the server could not complete the request; its log says why",
+                );
+            }
+        };
+        Self::new(status, error.to_string())
+    }
+}
+
+/// Any path the API does not have.
+pub(crate) async fn not_found() -> Problem {
+    Problem::not_found("no such route")
+}

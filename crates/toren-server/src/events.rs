@@ -1,0 +1,105 @@
+//! A run's events: the journaled ones as a JSON array (`?format=json`), or as Server-Sent
+//! Events — each journaled event with its seq as the event id, from `Last-Event-ID` on,
+//! then live, with streamed text as `text` events without an id — until the run's final
+//! event. Idle connections get a heartbeat comment every 15 seconds.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde::Deserialize;
+use toren_runtime::{Follow, Followed};
+
+use crate::AppState;
+use crate::error::Problem;
+use crate::runs::run_id;
+
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    format: Option<String>,
+    /// The seq to start after (as `Last-Event-ID`, for clients that cannot set headers).
+    after: Option<u64>,
+}
+
+pub(crate) async fn events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Response, Problem> {
+    let Query(query) = query?;
+    let run = run_id(&id)?;
+    // An unknown run is a 404 before any stream starts.
+    state.service.summary(&run).await?;
+    let last_event_id = match headers.get("last-event-id") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    Problem::new(
+                        axum::http::StatusCode::BAD_REQUEST,
+                        "Last-Event-ID must be the seq of an event",
+                    )
+                })?,
+        ),
+    };
+    let after = last_event_id.or(query.after).unwrap_or(0);
+    match query.format.as_deref() {
+        Some("json") => {
+            let events = state.service.events(&run, after).await?;
+            Ok(Json(events).into_response())
+        }
+        None | Some("sse") => {
+            let follow = state.service.follow(&run, after);
+            Ok(Sse::new(stream(follow))
+                .keep_alive(KeepAlive::new().interval(HEARTBEAT))
+                .into_response())
+        }
+        Some(other) => Err(Problem::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            format!("unknown format `{other}`; use `json`, or none for Server-Sent Events"),
+        )),
+    }
+}
+
+/// The follow as SSE events; a store error ends the stream (the client reconnects with
+/// the last id it saw).
+fn stream(follow: Follow) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures::stream::unfold(Some(follow), |follow| async move {
+        let mut follow = follow?;
+        match follow.next().await {
+            Ok(Some(Followed::Event(event))) => {
+                let data = serde_json::to_string(&event).unwrap_or_default();
+                let sse = SseEvent::default()
+                    .id(event.seq.to_string())
+                    .event(event.kind.name())
+                    .data(data);
+                Some((Ok(sse), Some(follow)))
+            }
+            Ok(Some(Followed::Text(text))) => {
+                let data = serde_json::json!({ "text": text }).to_string();
+                Some((
+                    Ok(SseEvent::default().event("text").data(data)),
+                    Some(follow),
+                ))
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(error = %error, "following a run failed");
+                None
+            }
+        }
+    })
+}
