@@ -96,7 +96,7 @@ fn agent(state: &AppState, name: &str) -> Result<AgentSpec, Problem> {
     if path_like {
         return Err(Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            format!("`{name}` is not an agent name; name an agent of TOREN_AGENTS"),
+            "name an agent of the server's agents directory by its name, not by a path",
         ));
     }
     toren_config::find_agent(name, &state.agents_dir).map_err(|e| match e {

@@ -1,0 +1,260 @@
+//! The API through its router (no socket): a real SQLite store in a temp dir, agents in
+//! a temp agents directory with scripted models, and a worker over the real `local`
+//! bubblewrap backend when a run must be driven.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use support::{Home, TOKEN};
+
+const DONE: &str = "turns:\n  - text: \"done\"\n";
+
+#[tokio::test]
+async fn every_route_but_healthz_needs_the_token() {
+    let home = Home::new().await;
+    let health = home.call("GET", "/healthz", None, None).await;
+    assert_eq!(health.status, StatusCode::OK);
+
+    for (method, path) in [
+        ("GET", "/runs"),
+        ("POST", "/runs"),
+        ("GET", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"),
+        ("GET", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/events"),
+        ("POST", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/approvals/call_1"),
+    ] {
+        for token in [None, Some("wrong"), Some("")] {
+            let r = home.call(method, path, token, None).await;
+            assert_eq!(
+                r.status,
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} {token:?}"
+            );
+            assert_eq!(r.content_type(), "application/problem+json");
+            assert_eq!(r.json()["status"], 401);
+        }
+    }
+    // A token that only starts like the real one is no token.
+    let prefix = &TOKEN[..TOKEN.len() - 1];
+    let r = home.call("GET", "/runs", Some(prefix), None).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = home.call("GET", "/runs", Some(TOKEN), None).await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_created_run_is_queued_and_listed_newest_first() {
+    let home = Home::new().await;
+    home.agent("quick", DONE, false);
+    let first = home.create("quick", "one").await;
+    assert_eq!(first.status, StatusCode::ACCEPTED);
+    let first = first.json();
+    assert_eq!(first["agent"], "quick");
+    assert_eq!(first["status"], "running");
+    assert!(first["created_at"].is_string());
+    let id = first["id"].as_str().unwrap().to_owned();
+
+    let got = home.get(&format!("/runs/{id}")).await;
+    assert_eq!(got.status, StatusCode::OK);
+    // Nobody holds it: any worker may claim it.
+    assert_eq!(got.json()["resumable"], true);
+
+    let second = home.create("quick", "two").await.json();
+    let list = home.get("/runs?limit=10").await.json();
+    let ids: Vec<&str> = list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![second["id"].as_str().unwrap(), id.as_str()]);
+    let one = home.get("/runs?limit=1").await.json();
+    assert_eq!(one["runs"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn bad_requests_are_4xx_problems() {
+    let home = Home::new().await;
+    home.agent("quick", DONE, false);
+    std::fs::write(
+        home.dir.path().join("outside.yaml"),
+        "name: outside\nmodel: scripted/x\n",
+    )
+    .unwrap();
+    let cases: Vec<(&str, &str, Option<String>, StatusCode)> = vec![
+        (
+            "POST",
+            "/runs",
+            Some("{not json".into()),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": "quick"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": "quick", "input": 3}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": "quick", "input": "x", "extra": 1}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": "nobody", "input": "x"}).to_string()),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": "../outside", "input": "x"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": home.dir.path().join("outside.yaml"), "input": "x"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": "outside.yaml", "input": "x"}).to_string()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "POST",
+            "/runs",
+            Some(json!({"agent": "quick", "input": "x".repeat(2 * 1024 * 1024)}).to_string()),
+            StatusCode::PAYLOAD_TOO_LARGE,
+        ),
+        ("GET", "/runs/nonsense", None, StatusCode::NOT_FOUND),
+        (
+            "GET",
+            "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "GET",
+            "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/events?format=json",
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "POST",
+            "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel",
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        ("GET", "/runs?limit=many", None, StatusCode::BAD_REQUEST),
+        ("GET", "/nowhere", None, StatusCode::NOT_FOUND),
+    ];
+    for (method, path, body, status) in cases {
+        let r = home.call(method, path, Some(TOKEN), body).await;
+        assert_eq!(r.status, status, "{method} {path}: {}", r.text());
+        assert_eq!(
+            r.content_type(),
+            "application/problem+json",
+            "{method} {path}"
+        );
+        let problem = r.json();
+        assert_eq!(problem["status"], status.as_u16());
+        assert!(problem["title"].is_string() && problem["detail"].is_string());
+        assert!(
+            !r.text().contains(home.dir.path().to_str().unwrap()),
+            "{}",
+            r.text()
+        );
+    }
+    assert_eq!(
+        home.get("/runs").await.json()["runs"],
+        json!([]),
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn events_as_json_and_sse_resuming_after_last_event_id() {
+    let home = Home::new().await;
+    home.agent("quick", DONE, false);
+    let id = home.create("quick", "go").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    home.drive(&id).await;
+
+    let all = home.get(&format!("/runs/{id}/events?format=json")).await;
+    assert_eq!(all.status, StatusCode::OK);
+    let all: Vec<Value> = serde_json::from_value(all.json()).unwrap();
+    let seqs: Vec<u64> = all.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all.last().unwrap()["type"], "run_completed");
+
+    // The whole stream: every journaled event once, with its seq as id, then the end.
+    let sse = home.get(&format!("/runs/{id}/events")).await;
+    assert_eq!(sse.content_type(), "text/event-stream");
+    assert_eq!(support::sse_events(&sse.text()), all);
+
+    // Resumed after seq 2: the rest, none repeated.
+    let resumed = home.sse_after(&id, 2).await;
+    assert_eq!(resumed, all[2..].to_vec());
+    let r = home.sse_after(&id, all.len() as u64).await;
+    assert!(r.is_empty(), "{r:?}");
+}
+
+#[tokio::test]
+async fn a_second_decision_gets_409_with_the_one_that_stands() {
+    let home = Home::new().await;
+    home.agent(
+        "careful",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"touch ran.txt\"}\n  - text: \"done\"\n",
+        true,
+    );
+    let id = home.create("careful", "go").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let driving = home.spawn_drive(&id).await;
+    let call = home.pending_call(&id).await;
+
+    let path = format!("/runs/{id}/approvals/{call}");
+    let approve = json!({"decision": "approve", "reason": "looks fine"}).to_string();
+    let first = home.call("POST", &path, Some(TOKEN), Some(approve)).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text());
+    assert_eq!(first.json()["by"], "api-client");
+    assert_eq!(first.json()["via"], "api");
+
+    let deny = json!({"decision": "deny"}).to_string();
+    let second = home.call("POST", &path, Some(TOKEN), Some(deny)).await;
+    assert_eq!(second.status, StatusCode::CONFLICT, "{}", second.text());
+    assert_eq!(second.content_type(), "application/problem+json");
+    assert_eq!(second.json()["decision"], "approve");
+
+    let bad = home
+        .call(
+            "POST",
+            &path,
+            Some(TOKEN),
+            Some(json!({"decision": "maybe"}).to_string()),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    driving.await.unwrap();
+    let run = home.get(&format!("/runs/{id}")).await.json();
+    assert_eq!(run["status"], "completed");
+    assert!(home.workspace(&id).join("ran.txt").exists());
+    let none = home.get(&format!("/runs/{id}/approvals")).await.json();
+    assert_eq!(none["pending"], json!([]));
+}
