@@ -167,6 +167,22 @@ pub const HOME: EnvVar = EnvVar {
     secret: false,
 };
 
+pub const TOREN_API_ADDR: EnvVar = EnvVar {
+    name: "TOREN_API_ADDR",
+    default: Some("127.0.0.1:7420"),
+    description: "The address `toren serve` listens on (IP:PORT). A non-loopback address \
+                  needs TOREN_API_TOKEN.",
+    secret: false,
+};
+
+pub const TOREN_API_TOKEN: EnvVar = EnvVar {
+    name: "TOREN_API_TOKEN",
+    default: None,
+    description: "The bearer token the HTTP API requires (`Authorization: Bearer ...`); \
+                  requests made with it act as `api`.",
+    secret: true,
+};
+
 pub const USER: EnvVar = EnvVar {
     name: "USER",
     default: Some("$LOGNAME, else unknown"),
@@ -196,6 +212,8 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_MAX_TOKENS,
     TOREN_APPROVAL_POLL,
     TOREN_LOG,
+    TOREN_API_ADDR,
+    TOREN_API_TOKEN,
     DOCKER_HOST,
     E2B_API_KEY,
     ANTHROPIC_API_KEY,
@@ -220,7 +238,7 @@ pub fn is_secret(name: &str) -> bool {
 
 /// Credentials of Toren's planned backends, API and channels: not read by this version,
 /// but Toren's own all the same, so never granted to a sandbox (I-7).
-pub const OTHER_CREDENTIALS: [&str; 2] = ["TOREN_API_TOKEN", "TELEGRAM_BOT_TOKEN"];
+pub const OTHER_CREDENTIALS: [&str; 1] = ["TELEGRAM_BOT_TOKEN"];
 
 /// Whether `name` belongs to Toren (a credential, or any `TOREN_*` variable) and so may
 /// never be granted to a sandbox.

@@ -57,6 +57,10 @@ pub struct Settings {
     pub log: String,
     /// Who decides approvals made from this process: `USER`, else `LOGNAME`, else `unknown`.
     pub user: String,
+    /// `TOREN_API_ADDR`: where `toren serve` listens.
+    pub api_addr: std::net::SocketAddr,
+    /// `TOREN_API_TOKEN`: the HTTP API's bearer token (named `api`); `None`: no token.
+    pub api_token: Option<Secret>,
 }
 
 /// The bounds of `TOREN_LEASE_TTL`: under a second the heartbeat (every third of it) would
@@ -163,6 +167,8 @@ impl Settings {
             user: read(&env_vars::USER)
                 .or_else(|| read(&env_vars::LOGNAME))
                 .unwrap_or_else(|| "unknown".to_owned()),
+            api_addr: socket_addr(&env_vars::TOREN_API_ADDR, read(&env_vars::TOREN_API_ADDR))?,
+            api_token: read(&env_vars::TOREN_API_TOKEN).map(Secret::new),
             home,
         })
     }
@@ -223,6 +229,15 @@ fn friendly(duration: Duration) -> String {
 }
 
 /// `value` (or the variable's default) checked to be an http(s) URL, trailing `/` removed.
+fn socket_addr(var: &'static EnvVar, value: Option<String>) -> Result<std::net::SocketAddr> {
+    let addr = value.unwrap_or_else(|| var.default.unwrap_or_default().to_owned());
+    addr.parse().map_err(|_| Error::InvalidSetting {
+        var: var.name,
+        value: addr,
+        expected: "an IP address and a port, like 127.0.0.1:7420".to_owned(),
+    })
+}
+
 fn http_url(var: &'static EnvVar, value: Option<String>) -> Result<String> {
     let url = value.unwrap_or_else(|| var.default.unwrap_or_default().to_owned());
     let rest = url

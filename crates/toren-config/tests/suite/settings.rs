@@ -41,6 +41,8 @@ fn defaults_follow_home() {
             approval_poll: Duration::from_millis(200),
             log: "warn".to_owned(),
             user: "unknown".to_owned(),
+            api_addr: "127.0.0.1:7420".parse().unwrap(),
+            api_token: None,
         }
     );
 }
@@ -68,6 +70,8 @@ fn every_variable_overrides_its_default() {
         ("TOREN_LOG", "toren_sandbox=info,warn"),
         ("USER", "ada"),
         ("LOGNAME", "ada-login"),
+        ("TOREN_API_ADDR", "0.0.0.0:8080"),
+        ("TOREN_API_TOKEN", "tok-3"),
     ])
     .expect("valid");
     assert_eq!(
@@ -92,6 +96,8 @@ fn every_variable_overrides_its_default() {
             approval_poll: Duration::from_secs(1),
             log: "toren_sandbox=info,warn".to_owned(),
             user: "ada".to_owned(),
+            api_addr: "0.0.0.0:8080".parse().unwrap(),
+            api_token: Some(Secret::new("tok-3")),
         }
     );
 }
@@ -334,6 +340,7 @@ fn the_registry_documents_every_variable_once() {
         secrets,
         [
             "TOREN_DATABASE_URL",
+            "TOREN_API_TOKEN",
             "E2B_API_KEY",
             "ANTHROPIC_API_KEY",
             "OPENAI_API_KEY"
