@@ -60,6 +60,15 @@ pub(crate) enum Command {
     /// The docker backend's containers and their reaper.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Serve the HTTP API on TOREN_API_ADDR and drive queued runs with in-process workers.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// How many runs this process drives at once (0: API only).
+    #[arg(long, default_value_t = 4)]
+    pub(crate) workers: usize,
 }
 
 #[derive(Debug, Args)]

@@ -65,6 +65,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Approve(args) => commands::approve::decide(&args, true, None).await,
         Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,
         Command::Cancel(args) => commands::approve::cancel(&args).await,
+        Command::Serve(args) => commands::serve::serve(&args).await,
         Command::Check(args) => commands::check::check(&args.paths),
         Command::Sandbox(SandboxCommand::List { json }) => commands::sandbox::list(json).await,
         Command::Sandbox(SandboxCommand::Reap { dry_run }) => {

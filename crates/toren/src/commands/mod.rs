@@ -9,6 +9,7 @@ pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod sandbox;
+pub(crate) mod serve;
 pub(crate) mod sessions;
 
 use toren_protocol::RunId;

@@ -16,6 +16,7 @@ mod pty;
 mod resume;
 mod scripted;
 mod send;
+mod serve;
 mod settings;
 mod terminal;
 mod trust;

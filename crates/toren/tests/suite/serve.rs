@@ -1,0 +1,213 @@
+//! `toren serve` as a process on a loopback port: runs created over the API are driven to
+//! completion by its workers, SIGTERM exits 0, and a run left unfinished by a SIGKILLed
+//! server is completed by the next one.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::common::Toren;
+
+const TOKEN: &str = "serve-test-token";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A running `toren serve` and the address it said it listens on.
+struct Server {
+    child: Child,
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Server {
+    fn start(toren: &Toren) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut child = toren.spawn(&["serve", "--workers", "2"]);
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let addr = rest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        let base = rx.recv_timeout(WAIT).expect("toren serve says its address");
+        Self {
+            child,
+            base,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.json().await.unwrap()
+    }
+
+    async fn create(&self, agent: &str) -> String {
+        let (status, run) = self
+            .post("/runs", json!({"agent": agent, "input": "go"}))
+            .await;
+        assert_eq!(status, 202, "{run}");
+        run["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits until `pred` holds of the run's events.
+    async fn wait_events(&self, run: &str, what: &str, pred: impl Fn(&[Value]) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let events = self.get(&format!("/runs/{run}/events?format=json")).await;
+            let events = events.as_array().unwrap();
+            if pred(events) {
+                return;
+            }
+            let types: Vec<&Value> = events.iter().map(|e| &e["type"]).collect();
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {WAIT:?}: {types:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn wait_completed(&self, run: &str) {
+        self.wait_events(run, "run_completed", |e| {
+            e.last().is_some_and(|e| e["type"] == "run_completed")
+        })
+        .await;
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    fn wait_exit(mut self) -> Option<i32> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "toren serve did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn home() -> Toren {
+    Toren::new()
+        .env("TOREN_API_ADDR", "127.0.0.1:0")
+        .env("TOREN_API_TOKEN", TOKEN)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_drives_a_run_created_over_the_api_and_exits_0_on_sigterm() {
+    let toren = home();
+    toren.file("s.yaml", "turns:\n  - tool_calls:\n      - bash: {command: \"echo hi > out.txt\"}\n  - text: \"done\"\n");
+    toren.agent(
+        "free",
+        "name: free\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let server = Server::start(&toren);
+
+    let unauthorized = server
+        .client
+        .get(format!("{}/runs", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status().as_u16(), 401);
+
+    let run = server.create("free").await;
+    server.wait_completed(&run).await;
+    let got = server.get(&format!("/runs/{run}")).await;
+    assert_eq!(got["status"], "completed");
+    assert_eq!(
+        std::fs::read_to_string(toren.workspace(&run).join("out.txt")).unwrap(),
+        "hi\n"
+    );
+
+    // The SSE stream of an ended run: every event, then the end.
+    let sse = server
+        .client
+        .get(format!("{}/runs/{run}/events", server.base))
+        .bearer_auth(TOKEN)
+        .header("Last-Event-ID", "1")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!sse.contains("id: 1\n") && sse.contains("id: 2\n"), "{sse}");
+    assert!(sse.contains("event: run_completed"), "{sse}");
+
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_left_by_a_killed_server_is_completed_by_the_next_one() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"touch started; while [ ! -f go ]; do sleep 0.02; done; echo ok > done.txt\"}\n  - text: \"finished\"\n",
+    );
+    toren.agent(
+        "slow",
+        "name: slow\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let first = Server::start(&toren);
+    let run = first.create("slow").await;
+    let workspace = toren.workspace(&run);
+    first
+        .wait_events(&run, "the command started", |_| {
+            workspace.join("started").exists()
+        })
+        .await;
+    first.signal("-KILL");
+    assert_eq!(first.wait_exit(), None, "killed by a signal");
+
+    // Nobody drives it now; the next server claims it and runs the call again.
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let second = Server::start(&toren);
+    second.wait_completed(&run).await;
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("done.txt")).unwrap(),
+        "ok\n"
+    );
+    let run_view = second.get(&format!("/runs/{run}")).await;
+    assert_eq!(run_view["status"], "completed");
+    second.signal("-TERM");
+    assert_eq!(second.wait_exit(), Some(0));
+}
