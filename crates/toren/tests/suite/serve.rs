@@ -211,3 +211,15 @@ async fn a_run_left_by_a_killed_server_is_completed_by_the_next_one() {
     second.signal("-TERM");
     assert_eq!(second.wait_exit(), Some(0));
 }
+
+#[test]
+fn serve_refuses_to_start_without_a_token() {
+    for addr in ["127.0.0.1:0", "0.0.0.0:0"] {
+        let toren = Toren::new().env("TOREN_API_ADDR", addr);
+        let out = toren.run(&["serve"]);
+        assert_eq!(out.status.code(), Some(2), "{addr}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("TOREN_API_TOKEN"), "{stderr}");
+        assert!(!stderr.contains("listening"), "{stderr}");
+    }
+}
