@@ -223,3 +223,92 @@ fn serve_refuses_to_start_without_a_token() {
         assert!(!stderr.contains("listening"), "{stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bash_call_approved_over_the_api_runs_and_records_who_decided() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo yes > approved.txt\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n",
+    );
+    let server = Server::start(&toren);
+    let run = server.create("careful").await;
+    server
+        .wait_events(&run, "approval_requested", |e| {
+            e.iter().any(|e| e["type"] == "approval_requested")
+        })
+        .await;
+    let pending = server.get(&format!("/runs/{run}/approvals")).await;
+    let call = pending["pending"][0]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!toren.workspace(&run).join("approved.txt").exists());
+
+    let path = format!("/runs/{run}/approvals/{call}");
+    let (status, _) = server.post(&path, json!({"decision": "approve"})).await;
+    assert_eq!(status, 200);
+    let (status, problem) = server.post(&path, json!({"decision": "deny"})).await;
+    assert_eq!(status, 409, "{problem}");
+    assert_eq!(problem["decision"], "approve");
+
+    server.wait_completed(&run).await;
+    let events = server.get(&format!("/runs/{run}/events?format=json")).await;
+    let decided = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "approval_decided")
+        .unwrap();
+    assert_eq!(
+        (&decided["by"], &decided["via"]),
+        (&json!("api"), &json!("api"))
+    );
+    assert_eq!(
+        std::fs::read_to_string(toren.workspace(&run).join("approved.txt")).unwrap(),
+        "yes\n"
+    );
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_run_exits_0_and_leaves_the_run_resumable() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"touch started; while [ ! -f go ]; do sleep 0.02; done; echo ok > done.txt\"}\n  - text: \"finished\"\n",
+    );
+    toren.agent(
+        "slow",
+        "name: slow\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let first = Server::start(&toren);
+    let run = first.create("slow").await;
+    let workspace = toren.workspace(&run);
+    first
+        .wait_events(&run, "the command started", |_| {
+            workspace.join("started").exists()
+        })
+        .await;
+    first.signal("-TERM");
+    assert_eq!(first.wait_exit(), Some(0));
+
+    // Interrupted, not ended, and nobody holds it.
+    let view = toren.show(&run);
+    assert_eq!(view["status"], "running", "{view}");
+    assert_eq!(view["resumable"], true, "{view}");
+    std::fs::write(workspace.join("go"), "").unwrap();
+    let second = Server::start(&toren);
+    second.wait_completed(&run).await;
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("done.txt")).unwrap(),
+        "ok\n"
+    );
+    second.signal("-TERM");
+    assert_eq!(second.wait_exit(), Some(0));
+}
