@@ -258,3 +258,48 @@ async fn a_second_decision_gets_409_with_the_one_that_stands() {
     let none = home.get(&format!("/runs/{id}/approvals")).await.json();
     assert_eq!(none["pending"], json!([]));
 }
+
+#[tokio::test]
+async fn a_live_stream_resumed_with_last_event_id_misses_and_repeats_nothing() {
+    let home = Home::new().await;
+    home.agent(
+        "slow",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"while [ ! -f go ]; do sleep 0.02; done\"}\n  - text: \"done\"\n",
+        true,
+    );
+    std::fs::write(
+        home.dir.path().join("agents/slow.yaml"),
+        "name: slow\nmodel: scripted/slow.script.yaml\nsandbox:\n  approval: never\n",
+    )
+    .unwrap();
+    let id = home.create("slow", "go").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let driving = home.spawn_drive(&id).await;
+
+    // Live: read until the command has started, then go away.
+    let first = home
+        .sse_until(&id, None, |text| text.contains("event: tool_started"))
+        .await;
+    let first = support::sse_events(&first);
+    let seen = first.last().unwrap()["seq"].as_u64().unwrap();
+    assert_eq!(first.last().unwrap()["type"], "tool_started");
+
+    // Reconnect from the last id seen; the run goes on meanwhile and ends.
+    std::fs::write(home.workspace(&id).join("go"), "").unwrap();
+    let rest = home
+        .sse_until(&id, Some(seen), |text| {
+            text.contains("event: run_completed")
+        })
+        .await;
+    let rest = support::sse_events(&rest);
+    driving.await.unwrap();
+
+    let all = home
+        .get(&format!("/runs/{id}/events?format=json"))
+        .await
+        .json();
+    let joined: Vec<Value> = first.into_iter().chain(rest).collect();
+    assert_eq!(Value::from(joined), all);
+}

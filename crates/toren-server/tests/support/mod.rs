@@ -165,6 +165,45 @@ impl Home {
         }
     }
 
+    /// Opens the run's event stream (after `last_event_id`) and reads it until `until`
+    /// holds of the text so far; returns that text. The stream is dropped (a client that
+    /// went away).
+    pub(crate) async fn sse_until(
+        &self,
+        run: &str,
+        last_event_id: Option<u64>,
+        until: impl Fn(&str) -> bool,
+    ) -> String {
+        let mut request = Request::builder()
+            .uri(format!("/runs/{run}/events"))
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id.to_string());
+        }
+        let response = app(self.state.clone())
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let mut body = response.into_body();
+        let mut text = String::new();
+        tokio::time::timeout(WAIT, async {
+            while !until(&text) {
+                match body.frame().await {
+                    Some(frame) => {
+                        if let Ok(data) = frame.unwrap().into_data() {
+                            text.push_str(&String::from_utf8_lossy(&data));
+                        }
+                    }
+                    None => break,
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the stream did not get there: {text}"));
+        text
+    }
+
     pub(crate) async fn get(&self, path: &str) -> Reply {
         self.call("GET", path, Some(TOKEN), None).await
     }
