@@ -91,7 +91,22 @@ pub(crate) async fn sandbox_backend(
     policy: &ResolvedPolicy,
     settings: &Settings,
 ) -> Result<Backend, Failure> {
-    match policy.backend.as_str() {
+    backend_named(&policy.backend, settings).await
+}
+
+/// The backend the operator chose with `TOREN_SANDBOX`, checked; `None` when sandboxes are
+/// disabled.
+pub(crate) async fn configured_backend(settings: &Settings) -> Result<Option<Backend>, Failure> {
+    let name = match settings.sandbox {
+        SandboxChoice::Local => LocalBackend::NAME,
+        SandboxChoice::Docker => DockerBackend::NAME,
+        SandboxChoice::None => return Ok(None),
+    };
+    backend_named(name, settings).await.map(Some)
+}
+
+async fn backend_named(name: &str, settings: &Settings) -> Result<Backend, Failure> {
+    match name {
         LocalBackend::NAME => {
             let backend = LocalBackend::new(LocalSettings {
                 sandbox_root: settings.sandbox_root.clone(),

@@ -13,10 +13,10 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use toren_channel::Channels;
-use toren_config::{SandboxChoice, Settings};
+use toren_config::Settings;
 use toren_protocol::RunId;
 use toren_runtime::RunService;
-use toren_sandbox::{LocalBackend, LocalSettings, SandboxBackend};
+use toren_sandbox::SandboxBackend;
 use toren_server::{AppState, Token};
 use toren_tools::{ToolSettings, Toolkit};
 use toren_worker::{Worker, WorkerConfig, holder};
@@ -104,25 +104,18 @@ async fn backends(
     stop: &CancellationToken,
     tasks: &mut JoinSet<()>,
 ) -> Result<Vec<Arc<dyn SandboxBackend>>, Failure> {
-    match settings.sandbox {
-        SandboxChoice::Local => {
-            let backend = LocalBackend::new(LocalSettings {
-                sandbox_root: settings.sandbox_root.clone(),
-                bwrap: None,
-            });
-            backend.check().map_err(Failure::usage)?;
-            Ok(vec![Arc::new(backend)])
+    match wiring::configured_backend(settings).await? {
+        Some(backend) => {
+            if let Some(docker) = backend.docker {
+                tasks.spawn(sandbox::reap_periodically(
+                    docker,
+                    service.clone(),
+                    stop.child_token(),
+                ));
+            }
+            Ok(vec![backend.seam])
         }
-        SandboxChoice::Docker => {
-            let docker = wiring::docker(settings).await?;
-            tasks.spawn(sandbox::reap_periodically(
-                docker.clone(),
-                service.clone(),
-                stop.child_token(),
-            ));
-            Ok(vec![Arc::new(docker)])
-        }
-        SandboxChoice::None => Ok(Vec::new()),
+        None => Ok(Vec::new()),
     }
 }
 
