@@ -260,6 +260,45 @@ impl Workspace {
             len: meta.len(),
         })
     }
+    /// The entries of the directory at `path` (`""` or `"."`: the workspace root), sorted
+    /// by name, each with what it is after following in-workspace symlinks; an entry whose
+    /// symlink leads out of the workspace (or nowhere) is [`EntryKind::Other`] of size 0.
+    pub fn list(&self, path: &str) -> Result<Vec<(String, EntryInfo)>> {
+        let sub;
+        let dir: &Dir = if path.is_empty() || path == "." {
+            &self.dir
+        } else {
+            let rel = check_path(path)?;
+            sub = self
+                .dir
+                .open_dir(rel)
+                .map_err(|e| classify("list", path, e))?;
+            &sub
+        };
+        let entries = dir.entries().map_err(|e| classify("list", path, e))?;
+        let mut listed = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| classify("list", path, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let info = match dir.metadata(&name) {
+                Ok(meta) if meta.is_file() => EntryInfo {
+                    kind: EntryKind::File,
+                    len: meta.len(),
+                },
+                Ok(meta) if meta.is_dir() => EntryInfo {
+                    kind: EntryKind::Directory,
+                    len: 0,
+                },
+                _ => EntryInfo {
+                    kind: EntryKind::Other,
+                    len: 0,
+                },
+            };
+            listed.push((name, info));
+        }
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(listed)
+    }
 }
 
 fn nonblocking_flags() -> i32 {

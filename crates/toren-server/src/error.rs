@@ -86,11 +86,13 @@ impl From<toren_runtime::Error> for Problem {
         use toren_store::Error as S;
         let status = match &error {
             toren_runtime::Error::Store(S::RunNotFound(_))
+            | toren_runtime::Error::Store(S::SessionNotFound(_))
             | toren_runtime::Error::Store(S::NoPendingApproval { .. })
             | toren_runtime::Error::NoPendingApproval { .. } => StatusCode::NOT_FOUND,
             toren_runtime::Error::Store(S::AlreadyDecided { .. })
             | toren_runtime::Error::Store(S::RunEnded { .. }) => StatusCode::CONFLICT,
-            toren_runtime::Error::SandboxesDisabled { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            toren_runtime::Error::SandboxesDisabled { .. }
+            | toren_runtime::Error::BadSessionName { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             e if e.is_refusal() => StatusCode::CONFLICT,
             _ => {
                 tracing::error!(error = %error, "request failed");

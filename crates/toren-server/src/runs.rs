@@ -87,7 +87,7 @@ pub(crate) fn run_id(raw: &str) -> Result<RunId, Problem> {
 
 /// Loads agent `name` from the agents directory, by name only: a client never makes the
 /// server read a path of its choosing.
-fn agent(state: &AppState, name: &str) -> Result<AgentSpec, Problem> {
+pub(crate) fn agent(state: &AppState, name: &str) -> Result<AgentSpec, Problem> {
     let path_like = name.is_empty()
         || name.contains(['/', '\\'])
         || name.contains("..")
@@ -144,7 +144,7 @@ pub(crate) async fn create(
 
 /// Who holds a new run for the moment between its creation and its release (this
 /// process, so that a crash in between leaves a run whose holder is provably gone).
-fn holder() -> String {
+pub(crate) fn holder() -> String {
     toren_worker::holder::this_process()
 }
 

@@ -1,6 +1,11 @@
 //! A temp home for the API tests: agents directory, SQLite store, run service, a worker
 //! over the real `local` backend, and the router called with `oneshot`.
 
+#![allow(
+    dead_code,
+    reason = "each test binary uses its own part of the support"
+)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,7 +62,8 @@ impl Home {
         let agents = dir.path().join("agents");
         std::fs::create_dir_all(&agents).unwrap();
         let url = format!("sqlite://{}", dir.path().join("toren.db").display());
-        let store: Arc<dyn EventLog> = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let sqlite = Arc::new(SqliteStore::open(&url).await.unwrap());
+        let store: Arc<dyn EventLog> = sqlite.clone();
         let service = RunService::new(
             Arc::clone(&store),
             ServiceSettings {
@@ -69,7 +75,8 @@ impl Home {
                 follow_poll: Duration::from_millis(50),
                 streams: None,
             },
-        );
+        )
+        .with_sessions(sqlite);
         let local = LocalBackend::new(LocalSettings {
             sandbox_root: root,
             bwrap: None,
@@ -86,7 +93,8 @@ impl Home {
             approval_poll: Duration::from_millis(20),
             holder: holder::this_process(),
             lease_ttl: Duration::from_secs(30),
-        });
+        })
+        .with_history(Arc::new(service.clone()));
         let state = AppState {
             service,
             agents_dir: agents,
@@ -254,6 +262,11 @@ impl Home {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    pub(crate) async fn post(&self, path: &str, body: serde_json::Value) -> Reply {
+        self.call("POST", path, Some(TOKEN), Some(body.to_string()))
+            .await
     }
 
     pub(crate) fn workspace(&self, run: &str) -> std::path::PathBuf {

@@ -1,0 +1,164 @@
+//! Workspace files over the API: `GET /runs/{id}/files/{*path}` and
+//! `GET /sessions/{id}/files/{*path}`. A file comes back with a content type guessed from
+//! its extension; a directory (or no path) as a JSON list of `{name, kind, size}`. The
+//! workspace is the one pinned when the run or session was made, opened as a capability
+//! ([`toren_sandbox::Workspace`]), and every path is resolved beneath it by the kernel, as
+//! the tools' are: `..`, absolute paths and symlinks that lead out are refused, never
+//! followed. Files over the tools' limit (10 MiB) are refused with 413.
+
+use std::path::Path as FsPath;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use toren_protocol::EventKind;
+use toren_sandbox::{EntryKind, Workspace};
+
+use crate::AppState;
+use crate::error::Problem;
+use crate::runs::run_id;
+use crate::sessions::find_session;
+
+/// The largest file served: the tools' own read limit.
+pub(crate) const FILE_LIMIT: u64 = 10 * 1024 * 1024;
+
+/// One entry of a directory listing.
+#[derive(Debug, Serialize)]
+struct Entry {
+    name: String,
+    kind: &'static str,
+    size: u64,
+}
+
+pub(crate) async fn run_root(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    serve(&run_workspace(&state, &id).await?, "").await
+}
+
+pub(crate) async fn run_file(
+    State(state): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    serve(&run_workspace(&state, &id).await?, &path).await
+}
+
+pub(crate) async fn session_root(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    serve(&session_workspace(&state, &id).await?, "").await
+}
+
+pub(crate) async fn session_file(
+    State(state): State<AppState>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    serve(&session_workspace(&state, &id).await?, &path).await
+}
+
+/// The host path of the workspace pinned in the run's `run_created`.
+async fn run_workspace(state: &AppState, id: &str) -> Result<String, Problem> {
+    let run = run_id(id)?;
+    let first = state.service.events(&run, 0).await?;
+    let pinned = first.into_iter().find_map(|e| match e.kind {
+        EventKind::RunCreated(created) => Some(created.policy.and_then(|p| p.workspace)),
+        _ => None,
+    });
+    match pinned {
+        None => Err(Problem::not_found(format!("no run {id}"))),
+        Some(None) => Err(Problem::not_found(format!("run {id} has no workspace"))),
+        Some(Some(path)) => Ok(path),
+    }
+}
+
+async fn session_workspace(state: &AppState, id: &str) -> Result<String, Problem> {
+    let session = find_session(state, id).await?;
+    session
+        .policy
+        .and_then(|p| p.workspace)
+        .ok_or_else(|| Problem::not_found(format!("session {id} has no workspace")))
+}
+
+/// Serves `path` of the workspace at `root`, off the async threads (file I/O blocks).
+async fn serve(root: &str, path: &str) -> Result<Response, Problem> {
+    let root = root.to_owned();
+    let path = path.trim_end_matches('/').to_owned();
+    tokio::task::spawn_blocking(move || serve_blocking(&root, &path))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "a workspace read panicked");
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the server could not read the file; its log says why",
+            )
+        })?
+}
+
+fn serve_blocking(root: &str, path: &str) -> Result<Response, Problem> {
+    let workspace = Workspace::open_path(FsPath::new(root)).map_err(|e| {
+        tracing::warn!(error = %e, "a pinned workspace cannot be opened");
+        Problem::not_found("the workspace is gone")
+    })?;
+    let is_dir = path.is_empty()
+        || path == "."
+        || workspace.metadata(path).map_err(|e| problem(path, e))?.kind == EntryKind::Directory;
+    if is_dir {
+        let entries: Vec<Entry> = workspace
+            .list(path)
+            .map_err(|e| problem(path, e))?
+            .into_iter()
+            .map(|(name, info)| Entry {
+                name,
+                kind: match info.kind {
+                    EntryKind::File => "file",
+                    EntryKind::Directory => "directory",
+                    EntryKind::Other => "other",
+                },
+                size: info.len,
+            })
+            .collect();
+        return Ok(Json(entries).into_response());
+    }
+    let bytes = workspace
+        .read(path, FILE_LIMIT)
+        .map_err(|e| problem(path, e))?;
+    let guessed = mime_guess::from_path(path).first_or_octet_stream();
+    let mut response = bytes.into_response();
+    if let Ok(value) = HeaderValue::from_str(guessed.essence_str()) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    Ok(response)
+}
+
+/// The client's view of why `path` cannot be served: the sandbox's messages name only the
+/// path the client gave, never the host's.
+fn problem(path: &str, error: toren_sandbox::Error) -> Problem {
+    use toren_sandbox::Error as E;
+    match error {
+        E::PathEscape { .. } | E::InvalidPath { .. } => {
+            Problem::new(StatusCode::BAD_REQUEST, error.to_string())
+        }
+        E::NotFound { .. } => {
+            Problem::not_found(format!("`{path}` does not exist in the workspace"))
+        }
+        E::TooLarge { size, limit, .. } => Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("`{path}` is {size} bytes; files over {limit} bytes are not served"),
+        ),
+        E::NotAFile { .. } | E::IsDirectory { .. } => {
+            Problem::new(StatusCode::UNPROCESSABLE_ENTITY, error.to_string())
+        }
+        other => {
+            tracing::warn!(path, error = %other, "a workspace file cannot be served");
+            Problem::not_found(format!("`{path}` cannot be read"))
+        }
+    }
+}
