@@ -303,3 +303,26 @@ async fn a_live_stream_resumed_with_last_event_id_misses_and_repeats_nothing() {
     let joined: Vec<Value> = first.into_iter().chain(rest).collect();
     assert_eq!(Value::from(joined), all);
 }
+
+#[tokio::test]
+async fn readyz_needs_no_token_and_says_503_when_the_store_does_not_answer() {
+    let home = Home::new().await;
+    let ready = home.call("GET", "/readyz", None, None).await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.text());
+    assert_eq!(ready.json()["status"], "ready");
+
+    home.close_store().await;
+    let down = home.call("GET", "/readyz", None, None).await;
+    assert_eq!(
+        down.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        down.text()
+    );
+    assert_eq!(down.content_type(), "application/problem+json");
+    assert_eq!(down.json()["status"], 503);
+    assert!(!down.text().contains(home.dir.path().to_str().unwrap()));
+    // Liveness is not readiness.
+    let alive = home.call("GET", "/healthz", None, None).await;
+    assert_eq!(alive.status, StatusCode::OK);
+}

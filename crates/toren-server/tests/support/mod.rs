@@ -53,6 +53,7 @@ pub(crate) struct Home {
     pub(crate) dir: TempDir,
     state: AppState,
     worker: Arc<Worker>,
+    sqlite: Arc<SqliteStore>,
 }
 
 impl Home {
@@ -76,7 +77,7 @@ impl Home {
                 streams: None,
             },
         )
-        .with_sessions(sqlite);
+        .with_sessions(sqlite.clone());
         let local = LocalBackend::new(LocalSettings {
             sandbox_root: root,
             bwrap: None,
@@ -107,6 +108,7 @@ impl Home {
             dir,
             state,
             worker: Arc::new(worker),
+            sqlite,
         }
     }
 
@@ -267,6 +269,11 @@ impl Home {
     pub(crate) async fn post(&self, path: &str, body: serde_json::Value) -> Reply {
         self.call("POST", path, Some(TOKEN), Some(body.to_string()))
             .await
+    }
+
+    /// Closes the store: every query fails from now on.
+    pub(crate) async fn close_store(&self) {
+        self.sqlite.close().await;
     }
 
     pub(crate) fn workspace(&self, run: &str) -> std::path::PathBuf {
