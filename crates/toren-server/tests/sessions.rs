@@ -110,6 +110,10 @@ async fn a_message_sent_while_a_turn_runs_waits_and_goes_next() {
     let run1 = first["run"]["id"].as_str().unwrap().to_owned();
     let waiting = send(&home, "busy", "read it back").await;
     assert_eq!(waiting, json!({"queued": true, "waiting": 1}));
+    let refused = home
+        .call("DELETE", "/sessions/busy", Some(support::TOKEN), None)
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.text());
     home.drive(&run1).await;
 
     // The next message starts the waiting one first; itself it waits behind it.
