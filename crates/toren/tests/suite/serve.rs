@@ -1,6 +1,7 @@
 //! `toren serve` as a process on a loopback port: runs created over the API are driven to
-//! completion by its workers, SIGTERM exits 0, and a run left unfinished by a SIGKILLed
-//! server is completed by the next one.
+//! completion by its workers, SIGTERM exits 0, a run left unfinished by a SIGKILLed
+//! server is completed by the next one, and a two-turn session's second turn carries the
+//! first, with the file it wrote downloaded over the API.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command};
@@ -311,4 +312,73 @@ async fn sigterm_mid_run_exits_0_and_leaves_the_run_resumable() {
     );
     second.signal("-TERM");
     assert_eq!(second.wait_exit(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_turn_session_over_the_api_and_its_file_downloaded() {
+    let toren = home();
+    // Turn 2 answers with script turns 2–3 only if it carries turn 1's two assistant
+    // messages; without them it would write the memo again.
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"printf 'from turn one\\\\n' > memo.txt\"}\n  - text: \"wrote it\"\n  - tool_calls:\n      - read_file: {path: memo.txt}\n  - text: \"read it\"\n",
+    );
+    toren.agent(
+        "memo",
+        "name: memo\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let server = Server::start(&toren);
+    let (status, session) = server
+        .post("/sessions", json!({"agent": "memo", "name": "notes"}))
+        .await;
+    assert_eq!(status, 201, "{session}");
+    let id = session["id"].as_str().unwrap().to_owned();
+
+    let mut runs = Vec::new();
+    for text in ["write a memo", "read it back"] {
+        let (status, sent) = server
+            .post(&format!("/sessions/{id}/messages"), json!({"text": text}))
+            .await;
+        assert_eq!(status, 202, "{sent}");
+        let run = sent["run"]["id"].as_str().unwrap().to_owned();
+        server.wait_completed(&run).await;
+        runs.push(run);
+    }
+    let second = server
+        .get(&format!("/runs/{}/events?format=json", runs[1]))
+        .await;
+    let second = second.to_string();
+    assert!(
+        second.contains("read_file") && !second.contains("printf"),
+        "{second}"
+    );
+    assert!(second.contains("from turn one"), "{second}");
+
+    let view = server.get("/sessions/notes").await;
+    assert_eq!(view["turns"].as_array().unwrap().len(), 2, "{view}");
+
+    let memo = server
+        .client
+        .get(format!("{}/sessions/{id}/files/memo.txt", server.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(memo.status().as_u16(), 200);
+    assert_eq!(
+        memo.headers()["content-type"].to_str().unwrap(),
+        "text/plain"
+    );
+    assert_eq!(memo.bytes().await.unwrap().as_ref(), b"from turn one\n");
+    let run_file = server
+        .client
+        .get(format!("{}/runs/{}/files/memo.txt", server.base, runs[0]))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run_file.bytes().await.unwrap().as_ref(), b"from turn one\n");
+
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
 }
