@@ -24,6 +24,14 @@ async fn every_route_but_healthz_needs_the_token() {
         ("GET", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"),
         ("GET", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/events"),
         ("POST", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/approvals/call_1"),
+        ("GET", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/files"),
+        ("GET", "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/files/a.txt"),
+        ("GET", "/sessions"),
+        ("POST", "/sessions"),
+        ("GET", "/sessions/notes"),
+        ("DELETE", "/sessions/notes"),
+        ("POST", "/sessions/notes/messages"),
+        ("GET", "/sessions/notes/files/a.txt"),
     ] {
         for token in [None, Some("wrong"), Some("")] {
             let r = home.call(method, path, token, None).await;
