@@ -1,6 +1,7 @@
 //! `toren resume RUN`: continue a run whose process died, from its event log, under the
 //! spec and policy pinned when it was created (never today's agent file or environment).
 
+use anyhow::anyhow;
 use toren_protocol::RunStatus;
 
 use crate::cli::ResumeArgs;
@@ -27,6 +28,18 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
         } else {
             FAILED
         });
+    }
+    // A run a live process drives is refused before anything else is set up (checking the
+    // sandbox backend starts a process, which must not be what a refusal waits for).
+    if !view.resumable
+        && let Some(lease) = &view.summary.lease
+    {
+        return Err(Failure::failed(anyhow!(
+            "run {run_id} is being driven by {} until {:.0}; if that process has died, try \
+             again once its lease has expired",
+            lease.holder,
+            lease.expires_at
+        )));
     }
     let events = service.events(&run_id, 0).await.map_err(Failure::failed)?;
     let host = Host::new(&state.agent, state.policy.as_ref(), &settings, &service).await?;
