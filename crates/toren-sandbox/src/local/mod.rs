@@ -114,14 +114,26 @@ impl LocalBackend {
             seccomp_fd: filter.as_ref().map(AsRawFd::as_raw_fd),
             ..spec
         };
-        let probe = std::process::Command::new(bwrap)
+        let child = std::process::Command::new(bwrap)
             .args(bwrap_argv(&spec))
             .env_clear()
             .envs(sandbox_env(&[]))
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|e| Error::io(format!("cannot start `{}`", bwrap.display()), e))?;
+        let probe = wait_bounded(child, PROBE_TIMEOUT)
+            .map_err(|e| Error::io(format!("cannot run `{}`", bwrap.display()), e))?;
         drop(filter);
+        let Some(probe) = probe else {
+            return Err(Error::BwrapUnusable {
+                stderr: format!(
+                    "bubblewrap did not finish a trivial command within {} s",
+                    PROBE_TIMEOUT.as_secs()
+                ),
+            });
+        };
         if probe.status.success() {
             let enforcement = self.enforcement();
             tracing::info!(%enforcement, "sandbox resource limits");
@@ -206,6 +218,28 @@ impl SandboxBackend for LocalBackend {
     }
 
     // `finish` keeps the default: a local sandbox holds nothing between commands.
+}
+
+/// How long the check's trivial command may take before bubblewrap is judged unusable here.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Waits for `child` at most `timeout`; kills it and answers `None` past that.
+fn wait_bounded(
+    mut child: std::process::Child,
+    timeout: std::time::Duration,
+) -> std::io::Result<Option<std::process::Output>> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if child.try_wait()?.is_some() {
+            return child.wait_with_output().map(Some);
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// The seccomp filter in a pipe whose read end is inheritable, for [`LocalBackend::check`].
