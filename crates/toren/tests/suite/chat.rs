@@ -193,31 +193,37 @@ turns:
   - text: "done at last"
 "#;
 
-#[test]
-fn a_turn_killed_mid_command_is_resumed_by_the_next_chat() {
-    let toren = Toren::new();
+/// A chat of session `name` whose first turn is inside its long command (started once):
+/// the chat process (stdin still open), the session's workspace and id.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the chat process is returned; every caller kills and waits for it"
+)]
+fn slow_turn_running(
+    toren: &Toren,
+    name: &str,
+) -> (std::process::Child, std::path::PathBuf, String) {
     toren.file("slow.script.yaml", SLOW);
     toren.agent(
         "slow",
         "name: slow\nmodel: scripted/slow.script.yaml\nsandbox:\n  approval: never\n",
     );
     let mut child = toren
-        .command(&["chat", "k", "--agent", "slow"])
+        .command(&["chat", name, "--agent", "slow"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"go\n").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let ws = loop {
-        let out = toren.run(&["sessions", "show", "k", "--json"]);
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = toren.run(&["sessions", "show", name, "--json"]);
         if out.status.success() {
             let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
             let ws = std::path::PathBuf::from(shown["workspace"].as_str().unwrap());
             if ws.join("once").exists() {
-                break ws;
+                return (child, ws, shown["id"].as_str().unwrap().to_owned());
             }
         }
         assert!(
@@ -225,10 +231,15 @@ fn a_turn_killed_mid_command_is_resumed_by_the_next_chat() {
             "the turn's command never started"
         );
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+}
+
+#[test]
+fn a_turn_killed_mid_command_is_resumed_by_the_next_chat() {
+    let toren = Toren::new();
+    let (mut child, ws, _) = slow_turn_running(&toren, "k");
     child.kill().unwrap();
     child.wait().unwrap();
-    drop(stdin);
 
     let out = chat_piped(&toren, &["chat", "k"], "");
     let stderr = text(&out.stderr);
@@ -292,36 +303,7 @@ fn containers_of(toren: &Toren, key: &str) -> usize {
 #[test]
 fn a_docker_session_keeps_one_container_across_a_killed_turn_and_none_when_idle() {
     let toren = Toren::new().env("TOREN_SANDBOX", "docker");
-    toren.file("slow.script.yaml", SLOW);
-    toren.agent(
-        "slow",
-        "name: slow\nmodel: scripted/slow.script.yaml\nsandbox:\n  approval: never\n",
-    );
-    let mut child = toren
-        .command(&["chat", "d", "--agent", "slow"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"go\n").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (ws, id) = loop {
-        let out = toren.run(&["sessions", "show", "d", "--json"]);
-        if out.status.success() {
-            let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
-            let ws = std::path::PathBuf::from(shown["workspace"].as_str().unwrap());
-            if ws.join("once").exists() {
-                break (ws, shown["id"].as_str().unwrap().to_owned());
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the turn's command never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (mut child, ws, id) = slow_turn_running(&toren, "d");
     assert_eq!(
         containers_of(&toren, &id),
         1,
@@ -329,7 +311,6 @@ fn a_docker_session_keeps_one_container_across_a_killed_turn_and_none_when_idle(
     );
     child.kill().unwrap();
     child.wait().unwrap();
-    drop(stdin);
 
     // The next chat resumes the turn in the session's container, then releases it.
     let out = chat_piped(&toren, &["chat", "d"], "");
