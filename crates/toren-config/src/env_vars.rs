@@ -183,6 +183,22 @@ pub const TOREN_API_TOKEN: EnvVar = EnvVar {
     secret: true,
 };
 
+pub const TOREN_API_TOKENS_FILE: EnvVar = EnvVar {
+    name: "TOREN_API_TOKENS_FILE",
+    default: None,
+    description: "A file of API tokens, one `name:token` per line (`#` comments), so that \
+                  decisions record who made them; used beside TOREN_API_TOKEN.",
+    secret: false,
+};
+
+pub const TOREN_QUEUE: EnvVar = EnvVar {
+    name: "TOREN_QUEUE",
+    default: Some("local"),
+    description: "Where runs wait for a worker: `local` (the store's own queue, claimed by \
+                  `toren serve`'s workers).",
+    secret: false,
+};
+
 pub const USER: EnvVar = EnvVar {
     name: "USER",
     default: Some("$LOGNAME, else unknown"),
@@ -214,6 +230,8 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_LOG,
     TOREN_API_ADDR,
     TOREN_API_TOKEN,
+    TOREN_API_TOKENS_FILE,
+    TOREN_QUEUE,
     DOCKER_HOST,
     E2B_API_KEY,
     ANTHROPIC_API_KEY,

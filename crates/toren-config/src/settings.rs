@@ -61,6 +61,10 @@ pub struct Settings {
     pub api_addr: std::net::SocketAddr,
     /// `TOREN_API_TOKEN`: the HTTP API's bearer token (named `api`); `None`: no token.
     pub api_token: Option<Secret>,
+    /// `TOREN_API_TOKENS_FILE`: more tokens, `name:token` per line.
+    pub api_tokens_file: Option<PathBuf>,
+    /// `TOREN_QUEUE`: where runs wait for a worker.
+    pub queue: QueueChoice,
 }
 
 /// The bounds of `TOREN_LEASE_TTL`: under a second the heartbeat (every third of it) would
@@ -169,6 +173,10 @@ impl Settings {
                 .unwrap_or_else(|| "unknown".to_owned()),
             api_addr: socket_addr(&env_vars::TOREN_API_ADDR, read(&env_vars::TOREN_API_ADDR))?,
             api_token: read(&env_vars::TOREN_API_TOKEN).map(Secret::new),
+            api_tokens_file: read(&env_vars::TOREN_API_TOKENS_FILE).map(PathBuf::from),
+            queue: read(&env_vars::TOREN_QUEUE)
+                .unwrap_or_else(|| "local".to_owned())
+                .parse()?,
             home,
         })
     }
@@ -306,6 +314,45 @@ impl FromStr for SandboxChoice {
                 expected: format!(
                     "one of: {} ({} is not available in this version)",
                     Self::AVAILABLE.join(", "),
+                    Self::PLANNED.join(", ")
+                ),
+            }),
+        }
+    }
+}
+
+/// The run queue picked with `TOREN_QUEUE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueueChoice {
+    /// The store's own queue: runs wait in the event log and workers claim them with
+    /// leases.
+    Local,
+}
+
+impl QueueChoice {
+    /// The accepted `TOREN_QUEUE` values.
+    pub const AVAILABLE: &[&str] = &["local"];
+    /// Values that name a queue this version does not have yet.
+    pub const PLANNED: &[&str] = &["postgres"];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+        }
+    }
+}
+
+impl FromStr for QueueChoice {
+    type Err = Error;
+
+    fn from_str(value: &str) -> Result<Self> {
+        match value.trim() {
+            "local" => Ok(Self::Local),
+            other => Err(Error::InvalidSetting {
+                var: env_vars::TOREN_QUEUE.name,
+                value: other.to_owned(),
+                expected: format!(
+                    "`local` (the supported queue; {} is not available in this version)",
                     Self::PLANNED.join(", ")
                 ),
             }),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use insta::assert_snapshot;
 use pretty_assertions::assert_eq;
-use toren_config::{ENV_VARS, Error, SandboxChoice, Secret, Settings, env_vars};
+use toren_config::{ENV_VARS, Error, QueueChoice, SandboxChoice, Secret, Settings, env_vars};
 
 fn settings(vars: &[(&str, &str)]) -> Result<Settings, Error> {
     let map: HashMap<String, String> = vars
@@ -43,8 +43,24 @@ fn defaults_follow_home() {
             user: "unknown".to_owned(),
             api_addr: "127.0.0.1:7420".parse().unwrap(),
             api_token: None,
+            api_tokens_file: None,
+            queue: QueueChoice::Local,
         }
     );
+}
+
+#[test]
+fn toren_queue_is_local_by_default_and_any_other_value_names_the_supported_one() {
+    let queue = |value: &str| settings(&[("HOME", "/h"), ("TOREN_QUEUE", value)]);
+    assert_eq!(settings(&[("HOME", "/h")]).unwrap().queue, QueueChoice::Local);
+    assert_eq!(queue("local").unwrap().queue, QueueChoice::Local);
+    for value in ["postgres", "redis", "LOCAL"] {
+        let error = queue(value).expect_err(value).to_string();
+        assert!(
+            error.contains("TOREN_QUEUE") && error.contains(value) && error.contains("`local`"),
+            "{value}: {error}"
+        );
+    }
 }
 
 #[test]
@@ -72,6 +88,8 @@ fn every_variable_overrides_its_default() {
         ("LOGNAME", "ada-login"),
         ("TOREN_API_ADDR", "0.0.0.0:8080"),
         ("TOREN_API_TOKEN", "tok-3"),
+        ("TOREN_API_TOKENS_FILE", "/etc/toren/tokens"),
+        ("TOREN_QUEUE", "local"),
     ])
     .expect("valid");
     assert_eq!(
@@ -98,6 +116,8 @@ fn every_variable_overrides_its_default() {
             user: "ada".to_owned(),
             api_addr: "0.0.0.0:8080".parse().unwrap(),
             api_token: Some(Secret::new("tok-3")),
+            api_tokens_file: Some(PathBuf::from("/etc/toren/tokens")),
+            queue: QueueChoice::Local,
         }
     );
 }
