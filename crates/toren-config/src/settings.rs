@@ -185,9 +185,15 @@ impl Settings {
     /// before the other settings are resolved: a command that fails on them still logs.
     pub fn log_filter(lookup: impl Fn(&str) -> Option<String>) -> String {
         let var = &env_vars::TOREN_LOG;
-        lookup(var.name)
+        Self::log_filter_or(lookup, var.default.unwrap_or_default())
+    }
+
+    /// `TOREN_LOG`, or `default` when it is unset (a long-lived server logs more by
+    /// default than a command a person runs).
+    pub fn log_filter_or(lookup: impl Fn(&str) -> Option<String>, default: &str) -> String {
+        lookup(env_vars::TOREN_LOG.name)
             .filter(|value| !value.is_empty())
-            .unwrap_or_else(|| var.default.unwrap_or_default().to_owned())
+            .unwrap_or_else(|| default.to_owned())
     }
 }
 

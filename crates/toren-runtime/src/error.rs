@@ -45,6 +45,7 @@ impl Error {
                     | toren_store::Error::SessionExists(_)
                     | toren_store::Error::SessionNotFound(_)
                     | toren_store::Error::TurnInProgress { .. }
+                    | toren_store::Error::BadCursor { .. }
             ),
             Self::Workspace(_) | Self::Worker(_) | Self::NoSessions => false,
         }

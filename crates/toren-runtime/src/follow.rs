@@ -119,6 +119,41 @@ impl Notifier {
     fn subscribe(&self) -> broadcast::Receiver<Notice> {
         self.tx.subscribe()
     }
+
+    /// Says that `run` moved without an event of this process (e.g. it was let go of and
+    /// waits for a worker).
+    pub fn moved(&self, run: &RunId) {
+        let _ = self.tx.send(Notice::Moved(run.clone()));
+    }
+
+    /// Every move of every run from now on, for a pool of workers that claims runs when
+    /// something changed rather than only on a timer.
+    pub fn moves(&self) -> Moves {
+        Moves {
+            rx: self.subscribe(),
+        }
+    }
+}
+
+/// Moves of runs (see [`Notifier::moves`]).
+pub struct Moves {
+    rx: broadcast::Receiver<Notice>,
+}
+
+impl Moves {
+    /// Waits until some run moved: the run, or `None` when moves were missed (the
+    /// receiver fell behind) and anything may have changed. Never returns while the
+    /// notifier lives and nothing moves.
+    pub async fn next(&mut self) -> Option<RunId> {
+        loop {
+            match self.rx.recv().await {
+                Ok(Notice::Moved(run)) => return Some(run),
+                Ok(Notice::Text(..)) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => return None,
+                Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+            }
+        }
+    }
 }
 
 impl toren_worker::Observer for Notifier {

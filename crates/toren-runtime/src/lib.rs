@@ -10,14 +10,17 @@
 //! run's events as they are appended, woken by the in-process [`Notifier`] (which a worker
 //! in the same process reports to) and, across processes, by a short poll.
 
+mod approvals;
 mod error;
 mod follow;
 mod policy;
+mod queries;
 mod service;
 mod sessions;
 
+pub use approvals::{Approval, ApprovalState, Decided, approvals_of};
 pub use error::{Error, Result};
-pub use follow::{Follow, Followed, Notifier};
+pub use follow::{Follow, Followed, Moves, Notifier};
 pub use policy::{PolicySettings, resolve_policy};
 pub use service::{Actor, Created, RunService, RunView, ServiceSettings};
 pub use sessions::{Sent, SessionView};

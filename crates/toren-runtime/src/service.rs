@@ -11,7 +11,7 @@ use toren_protocol::{
     RunCancelled, RunCreated, RunId,
 };
 use toren_sandbox::Workspace;
-use toren_store::{EventLog, Lease, RunSummary, SessionStore};
+use toren_store::{EventLog, Lease, RunQuery, RunSummary, SessionStore};
 use toren_worker::{Observer as _, holder};
 
 use crate::follow::{Follow, Notifier};
@@ -70,7 +70,7 @@ pub struct RunService {
     pub(crate) sessions: Option<Arc<dyn SessionStore>>,
     pub(crate) settings: ServiceSettings,
     notifier: Notifier,
-    holder: String,
+    pub(crate) holder: String,
 }
 
 impl RunService {
@@ -174,7 +174,19 @@ impl RunService {
             via: actor.via.clone(),
             reason,
         };
-        Ok(self.store.decide_approval(run, decision).await?)
+        let event = self.store.decide_approval(run, decision).await?;
+        // Followers see it at once, and a pool of workers in this process claims the run.
+        self.notifier.event(&event);
+        Ok(event)
+    }
+
+    /// Lets go of a run this process created (`lease`, from [`RunService::create`] or a
+    /// session's new turn) so that any worker may claim it, and wakes the workers of this
+    /// process.
+    pub async fn enqueue(&self, lease: &Lease) -> Result<()> {
+        self.store.release_lease(lease).await?;
+        self.notifier.moved(&lease.run_id);
+        Ok(())
     }
 
     /// Cancels `run`: `run_cancelled` is appended at once, whoever drives the run; its
@@ -237,25 +249,11 @@ impl RunService {
         })
     }
 
-    /// Runs, newest first, at most `limit`. A run that claims to be resumable but whose log
-    /// cannot be replayed is recorded as failed (with the reason) before it is listed.
+    /// Runs, newest first, at most `limit`: the first page of [`RunService::list_page`]
+    /// unfiltered. A run that claims to be resumable but whose log cannot be replayed is
+    /// recorded as failed (with the reason) before it is listed.
     pub async fn list(&self, limit: u32) -> Result<Vec<RunSummary>> {
-        let runs = self.store.list_runs(limit).await?;
-        let mut repaired = false;
-        for run in runs.iter().filter(|r| Self::is_resumable(r)) {
-            let failed = toren_worker::fail_if_unreplayable(
-                self.store.as_ref(),
-                &run.id,
-                &self.holder,
-                self.settings.lease_ttl,
-            )
-            .await?;
-            repaired |= failed.is_some();
-        }
-        if repaired {
-            return Ok(self.store.list_runs(limit).await?);
-        }
-        Ok(runs)
+        Ok(self.list_page(&RunQuery::newest(limit)).await?.runs)
     }
 
     /// The run's events with `seq > after_seq`, in order.

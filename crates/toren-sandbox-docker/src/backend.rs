@@ -203,6 +203,24 @@ impl SandboxBackend for DockerBackend {
         self.remove_run(run).await?;
         Ok(())
     }
+
+    async fn ready(&self) -> toren_sandbox::Result<()> {
+        let host = self
+            .settings
+            .docker_host
+            .clone()
+            .unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_owned());
+        self.docker
+            .ping()
+            .await
+            .map_err(|source| Error::DaemonUnreachable { host, source })?;
+        Ok(())
+    }
+
+    async fn release(&self, key: &str) -> toren_sandbox::Result<()> {
+        self.remove_key(key).await?;
+        Ok(())
+    }
 }
 
 fn check_instance(instance: &str) -> Result<()> {

@@ -33,4 +33,16 @@ pub trait SandboxBackend: Send + Sync {
     async fn finish(&self, _run: &RunId) -> Result<()> {
         Ok(())
     }
+
+    /// Whether sandboxes can be opened now, cheaply (a readiness probe asks it often): the
+    /// daemon answers, the binary is still there. The error says what is wrong.
+    async fn ready(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Lets go of what the sandbox kept under `key` holds (a removed session's: its id is
+    /// the key its turns share). The workspace always stays (I-1).
+    async fn release(&self, _key: &str) -> Result<()> {
+        Ok(())
+    }
 }

@@ -7,17 +7,24 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// An error response.
-#[derive(Debug, Clone, Serialize, thiserror::Error)]
+/// An error response (RFC 9457), as `application/problem+json`. Some carry extra members,
+/// e.g. `decision`: the decision that stands, on a 409 to a second decision.
+#[derive(Debug, Clone, Serialize, thiserror::Error, utoipa::ToSchema)]
 #[error("{status} {title}: {detail}")]
 pub struct Problem {
+    /// `about:blank`: the status says what kind of problem it is.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The status's reason phrase, e.g. `Not Found`.
     pub title: String,
+    /// The HTTP status code.
+    #[schema(minimum = 400, maximum = 599)]
     pub status: u16,
+    /// What went wrong, in words a client can act on.
     pub detail: String,
     /// Extra members (e.g. the decision that stands).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub extra: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
@@ -109,4 +116,12 @@ impl From<toren_runtime::Error> for Problem {
 /// Any path the API does not have.
 pub(crate) async fn not_found() -> Problem {
     Problem::not_found("no such route")
+}
+
+/// A method a path does not have (axum adds the `Allow` header).
+pub(crate) async fn method_not_allowed() -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this path does not have that method; `Allow` lists the ones it has",
+    )
 }

@@ -22,14 +22,55 @@ use crate::runs::run_id;
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
+    /// `json` for the journaled events as one JSON array; none (or `sse`) for Server-Sent
+    /// Events.
+    #[param(value_type = Option<Format>)]
     format: Option<String>,
     /// The seq to start after (as `Last-Event-ID`, for clients that cannot set headers).
     after: Option<u64>,
 }
 
+/// The formats of `?format=`.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[expect(
+    dead_code,
+    reason = "a schema only: the handler matches the query's text"
+)]
+enum Format {
+    Json,
+    Sse,
+}
+
+/// A run's journaled events: Server-Sent Events from the start or from `Last-Event-ID`,
+/// then live until the run's final event, or (`?format=json`) those journaled so far.
+///
+/// Each journaled event is an SSE event whose `id` is its seq, whose `event` is its type
+/// and whose `data` is the event as JSON (the `Event` schema); the assistant's streamed
+/// text comes as `text` events without an id, `data` `{"text": …}`. Idle streams get a
+/// comment every 15 seconds.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/events",
+    tag = "events",
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "The seq of the last event seen: the stream resumes after it"),
+        EventsQuery,
+    ),
+    responses(
+        (status = 200, description = "The events", content(
+            (Vec<crate::openapi::Event> = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 400, description = "A query parameter or `Last-Event-ID` is not valid"),
+        (status = 404, description = "No such run"),
+    )
+)]
 pub(crate) async fn events(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use toren_protocol::EventKind;
 use toren_sandbox::{EntryKind, Workspace};
+use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::error::Problem;
@@ -25,13 +26,54 @@ use crate::sessions::find_session;
 pub(crate) const FILE_LIMIT: u64 = 10 * 1024 * 1024;
 
 /// One entry of a directory listing.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = FileEntry)]
 struct Entry {
     name: String,
-    kind: &'static str,
+    kind: Kind,
+    /// In bytes.
     size: u64,
 }
 
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = FileKind)]
+enum Kind {
+    File,
+    Directory,
+    /// A symlink, a named pipe, a socket or a device: never served.
+    Other,
+}
+
+/// A file's bytes, with the content type its extension gives.
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary, as = FileContent)]
+#[expect(dead_code, reason = "a schema only: files are served as bytes")]
+struct Content(Vec<u8>);
+
+/// The responses of a workspace's root.
+#[derive(utoipa::IntoResponses)]
+#[expect(
+    dead_code,
+    reason = "documentation only: the handlers answer through `serve`"
+)]
+enum RootResponses {
+    /// The workspace's top directory.
+    #[response(status = 200)]
+    Listing(#[to_schema] Vec<Entry>),
+}
+
+/// The workspace's top directory of a run.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/files",
+    tag = "files",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        RootResponses,
+        (status = 404, description = "No such run, or it has no workspace"),
+    )
+)]
 pub(crate) async fn run_root(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -39,6 +81,43 @@ pub(crate) async fn run_root(
     serve(&run_workspace(&state, &id).await?, "").await
 }
 
+/// The same as `/runs/{id}/files`.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/files/",
+    tag = "files",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        RootResponses,
+        (status = 404, description = "No such run, or it has no workspace"),
+    )
+)]
+pub(crate) async fn run_root_slash(
+    state: State<AppState>,
+    id: Path<String>,
+) -> Result<Response, Problem> {
+    run_root(state, id).await
+}
+
+/// A file of a run's workspace, or a directory's listing.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/files/{*path}",
+    tag = "files",
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        ("path" = String, Path, description = "A path inside the workspace"),
+    ),
+    responses(
+        (status = 200, description = "The file, with the content type its extension gives (`application/octet-stream` when none does); for a directory, its listing as a JSON array of `FileEntry`", content(
+            (Content = "*/*"),
+        )),
+        (status = 400, description = "The path leads out of the workspace or is not valid"),
+        (status = 404, description = "No such run, file or workspace"),
+        (status = 413, description = "The file is over 10 MiB"),
+        (status = 422, description = "Neither a regular file nor a directory"),
+    )
+)]
 pub(crate) async fn run_file(
     State(state): State<AppState>,
     Path((id, path)): Path<(String, String)>,
@@ -46,6 +125,17 @@ pub(crate) async fn run_file(
     serve(&run_workspace(&state, &id).await?, &path).await
 }
 
+/// The workspace's top directory of a session.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files",
+    tag = "files",
+    params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
+    responses(
+        RootResponses,
+        (status = 404, description = "No such session, or it has no workspace"),
+    )
+)]
 pub(crate) async fn session_root(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -53,6 +143,43 @@ pub(crate) async fn session_root(
     serve(&session_workspace(&state, &id).await?, "").await
 }
 
+/// The same as `/sessions/{id}/files`.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files/",
+    tag = "files",
+    params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
+    responses(
+        RootResponses,
+        (status = 404, description = "No such session, or it has no workspace"),
+    )
+)]
+pub(crate) async fn session_root_slash(
+    state: State<AppState>,
+    id: Path<String>,
+) -> Result<Response, Problem> {
+    session_root(state, id).await
+}
+
+/// A file of a session's workspace, or a directory's listing.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}/files/{*path}",
+    tag = "files",
+    params(
+        ("id" = String, Path, description = "The session's id (`ses_…`) or name"),
+        ("path" = String, Path, description = "A path inside the workspace"),
+    ),
+    responses(
+        (status = 200, description = "The file, with the content type its extension gives (`application/octet-stream` when none does); for a directory, its listing as a JSON array of `FileEntry`", content(
+            (Content = "*/*"),
+        )),
+        (status = 400, description = "The path leads out of the workspace or is not valid"),
+        (status = 404, description = "No such session, file or workspace"),
+        (status = 413, description = "The file is over 10 MiB"),
+        (status = 422, description = "Neither a regular file nor a directory"),
+    )
+)]
 pub(crate) async fn session_file(
     State(state): State<AppState>,
     Path((id, path)): Path<(String, String)>,
@@ -114,9 +241,9 @@ fn serve_blocking(root: &str, path: &str) -> Result<Response, Problem> {
             .map(|(name, info)| Entry {
                 name,
                 kind: match info.kind {
-                    EntryKind::File => "file",
-                    EntryKind::Directory => "directory",
-                    EntryKind::Other => "other",
+                    EntryKind::File => Kind::File,
+                    EntryKind::Directory => Kind::Directory,
+                    EntryKind::Other => Kind::Other,
                 },
                 size: info.len,
             })

@@ -1,5 +1,6 @@
-//! The runs resource: create (queued for any worker), get, list, cancel, and the approvals
-//! a run waits for.
+//! The runs resource: create (queued for any worker), get, list (filtered and paged; the
+//! query string is read in `listing.rs`), cancel, and a run's approvals, pending and
+//! decided.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -7,10 +8,11 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use toren_protocol::{AgentSpec, RunId};
 use toren_runtime::{Actor, RunService};
 use toren_store::RunSummary;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::auth::Caller;
@@ -18,46 +20,201 @@ use crate::error::Problem;
 
 /// The channel API decisions and cancellations are recorded as coming through.
 const VIA: &str = "api";
-const DEFAULT_LIMIT: u32 = 50;
-const MAX_LIMIT: u32 = 1000;
 
-#[derive(Debug, Deserialize)]
+/// A new run.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateRun {
+    /// The name of an agent of the server's agents directory (`TOREN_AGENTS`).
+    #[schema(example = "hello")]
     agent: String,
+    /// The task: the run's first user message.
     input: String,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `GET /runs`'s parameters, for the document: `listing.rs` reads them (`status` may
+/// repeat, which a derived query cannot take).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(
+    dead_code,
+    reason = "the document's only: listing::parse reads the query"
+)]
 pub(crate) struct ListQuery {
+    /// Only runs in these statuses: repeat the parameter or separate them with commas
+    /// (`status=completed,failed`); none: any status.
+    #[param(value_type = Option<Vec<crate::openapi::RunStatusSchema>>, style = Form, explode = true)]
+    status: Option<Vec<String>>,
+    /// Only runs of the agent with this name.
+    agent: Option<String>,
+    /// How many runs, newest first (default 50; more than 1000 is taken as 1000).
+    #[param(minimum = 1)]
     limit: Option<u32>,
+    /// Where the page starts: the `next_cursor` of the page before (opaque).
+    cursor: Option<String>,
 }
 
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, ToSchema)]
 #[serde(rename_all = "lowercase")]
 enum Verdict {
     Approve,
     Deny,
 }
 
-#[derive(Debug, Deserialize)]
+/// A decision on an approval.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Decision {
     decision: Verdict,
+    /// Why; recorded with the decision (a denial's reason is what the model is told).
     reason: Option<String>,
 }
 
 /// A run as the API shows it.
-#[derive(Debug, Serialize)]
-struct RunBody {
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Run)]
+pub(crate) struct RunBody {
     id: String,
+    #[schema(value_type = crate::openapi::RunStatusSchema)]
     status: toren_protocol::RunStatus,
+    /// The agent's name.
     agent: String,
+    #[schema(value_type = String, format = DateTime)]
     created_at: jiff::Timestamp,
+    /// When its last event was journaled.
+    #[schema(value_type = String, format = DateTime)]
     updated_at: jiff::Timestamp,
+    /// The seq of its last event.
     last_seq: u64,
-    links: Value,
+    links: RunLinks,
+}
+
+/// Where a run's parts are.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RunLinks {
+    #[serde(rename = "self")]
+    this: String,
+    events: String,
+    approvals: String,
+}
+
+/// A run with what it waits for.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RunDetail {
+    #[serde(flatten)]
+    run: RunBody,
+    /// Nobody drives it and it has not ended: a worker may resume it.
+    resumable: bool,
+    /// The approval it waits for, if any.
+    #[schema(value_type = Option<crate::openapi::PendingApprovalSchema>)]
+    pending_approval: Option<toren_protocol::ApprovalRequested>,
+    /// Why its log cannot be replayed (it has then been recorded as failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// A page of runs, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RunPage {
+    runs: Vec<RunBody>,
+    /// Give it as `cursor` for the next page; `null` on the last page. Pages neither skip
+    /// nor repeat runs while new ones are created (those are newer: on the first page).
+    next_cursor: Option<String>,
+    links: PageLinks,
+}
+
+/// Where the next page is.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct PageLinks {
+    /// The next page with the same filters and limit; `null` on the last page.
+    next: Option<String>,
+}
+
+/// A run's approvals.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Approvals {
+    /// Every approval the run asked for, oldest first: pending, decided, or left
+    /// unanswered when the run ended.
+    approvals: Vec<ApprovalBody>,
+    /// The approvals it waits for now, as `approval_requested` has them.
+    #[schema(value_type = Vec<crate::openapi::PendingApprovalSchema>)]
+    pending: Vec<toren_protocol::ApprovalRequested>,
+}
+
+/// One approval a run asked for.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Approval)]
+pub(crate) struct ApprovalBody {
+    /// The tool call it is for; decide a pending one at `/runs/{id}/approvals/{call_id}`.
+    call_id: String,
+    tool: String,
+    /// What the person is shown: exactly the command that runs if approved.
+    command: String,
+    /// The call's attempt (more than 1 when an interrupted call asks again).
+    attempt: u32,
+    #[schema(value_type = String, format = DateTime)]
+    requested_at: jiff::Timestamp,
+    status: ApprovalStatus,
+    /// The decision, once made (the first one, which stands).
+    decision: Option<DecisionBody>,
+}
+
+/// Where an approval stands.
+#[derive(Debug, Serialize, ToSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ApprovalStatus {
+    /// It waits for a decision.
+    Pending,
+    Approved,
+    Denied,
+    /// The run ended before anyone decided.
+    Unanswered,
+}
+
+/// A recorded decision.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct DecisionBody {
+    approved: bool,
+    /// Who decided (for the API: the token's name).
+    by: String,
+    /// Through which front door (`api`, `cli`, `terminal`, …).
+    via: String,
+    reason: Option<String>,
+    #[schema(value_type = String, format = DateTime)]
+    decided_at: jiff::Timestamp,
+}
+
+impl From<toren_runtime::Approval> for ApprovalBody {
+    fn from(approval: toren_runtime::Approval) -> Self {
+        use toren_runtime::ApprovalState;
+        let (status, decision) = match approval.state {
+            ApprovalState::Pending => (ApprovalStatus::Pending, None),
+            ApprovalState::Unanswered => (ApprovalStatus::Unanswered, None),
+            ApprovalState::Decided(d) => (
+                if d.approved {
+                    ApprovalStatus::Approved
+                } else {
+                    ApprovalStatus::Denied
+                },
+                Some(DecisionBody {
+                    approved: d.approved,
+                    by: d.by,
+                    via: d.via,
+                    reason: d.reason,
+                    decided_at: d.decided_at,
+                }),
+            ),
+        };
+        Self {
+            call_id: approval.call_id,
+            tool: approval.tool,
+            command: approval.command,
+            attempt: approval.attempt,
+            requested_at: approval.requested_at,
+            status,
+            decision,
+        }
+    }
 }
 
 impl From<&RunSummary> for RunBody {
@@ -70,11 +227,11 @@ impl From<&RunSummary> for RunBody {
             created_at: run.created_at,
             updated_at: run.updated_at,
             last_seq: run.last_seq,
-            links: json!({
-                "self": format!("/runs/{id}"),
-                "events": format!("/runs/{id}/events"),
-                "approvals": format!("/runs/{id}/approvals"),
-            }),
+            links: RunLinks {
+                this: format!("/runs/{id}"),
+                events: format!("/runs/{id}/events"),
+                approvals: format!("/runs/{id}/approvals"),
+            },
         }
     }
 }
@@ -124,6 +281,22 @@ fn actor(caller: &Caller) -> Actor {
     }
 }
 
+/// Creates a run of an agent, queued for the server's workers.
+#[utoipa::path(
+    post,
+    path = "/runs",
+    tag = "runs",
+    request_body = CreateRun,
+    responses(
+        (status = 202, description = "The run, queued", body = RunBody),
+        (status = 400, description = "The body is not JSON"),
+        (status = 404, description = "No agent of that name"),
+        (status = 409, description = "The run cannot be made now"),
+        (status = 413, description = "The body is over the size limit (1 MiB)"),
+        (status = 415, description = "The body is not `application/json`"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type; the agent is named by a path; or its sandbox cannot be had"),
+    )
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     body: Result<Json<CreateRun>, JsonRejection>,
@@ -133,11 +306,7 @@ pub(crate) async fn create(
     let service = &state.service;
     let created = service.create(spec, body.input, &holder()).await?;
     // Queued: any worker may claim it.
-    service
-        .store()
-        .release_lease(&created.lease)
-        .await
-        .map_err(toren_runtime::Error::from)?;
+    service.enqueue(&created.lease).await?;
     let summary = service.summary(&created.run_id).await?;
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&summary))).into_response())
 }
@@ -148,34 +317,72 @@ pub(crate) fn holder() -> String {
     toren_worker::holder::this_process()
 }
 
+/// A run, with the approval it waits for.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, description = "The run", body = RunDetail),
+        (status = 404, description = "No such run"),
+    )
+)]
 pub(crate) async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<RunDetail>, Problem> {
     let run = run_id(&id)?;
     let view = state.service.get(&run).await?;
-    let mut body = serde_json::to_value(RunBody::from(&view.summary)).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut body {
-        map.insert("resumable".into(), json!(view.resumable));
-        map.insert("pending_approval".into(), json!(view.pending));
-        if let Some(error) = view.error {
-            map.insert("error".into(), json!(error));
-        }
-    }
-    Ok(Json(body))
+    Ok(Json(RunDetail {
+        run: RunBody::from(&view.summary),
+        resumable: view.resumable,
+        pending_approval: view.pending,
+        error: view.error,
+    }))
 }
 
+/// The runs, newest first, filtered by status and agent, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/runs",
+    tag = "runs",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of runs, newest first", body = RunPage),
+        (status = 400, description = "A query parameter is unknown or not valid: an unknown status (the problem names the valid ones), a limit that is not a number, a cursor this server did not make"),
+    )
+)]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, Problem> {
-    let Query(query) = query?;
-    let limit = query.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let runs = state.service.list(limit).await?;
-    let runs: Vec<RunBody> = runs.iter().map(RunBody::from).collect();
-    Ok(Json(json!({ "runs": runs })))
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Json<RunPage>, Problem> {
+    let Query(pairs) = query?;
+    let query = crate::listing::parse(&pairs)?;
+    let page = state.service.list_page(&query).await?;
+    let runs: Vec<RunBody> = page.runs.iter().map(RunBody::from).collect();
+    let next = page.next.as_ref();
+    Ok(Json(RunPage {
+        runs,
+        next_cursor: next.map(toren_store::RunCursor::encode),
+        links: PageLinks {
+            next: next.map(|cursor| crate::listing::next_link(&query, cursor)),
+        },
+    }))
 }
 
+/// Cancels a run: it ends as cancelled, and a command it runs is killed.
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/cancel",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 202, description = "The run, cancelled", body = RunBody),
+        (status = 404, description = "No such run"),
+        (status = 409, description = "The run has ended already"),
+    )
+)]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -187,16 +394,57 @@ pub(crate) async fn cancel(
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&summary))).into_response())
 }
 
+/// Every approval a run asked for, pending and decided.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/approvals",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, description = "Its approvals, oldest first", body = Approvals),
+        (status = 404, description = "No such run"),
+    )
+)]
 pub(crate) async fn approvals(
     State(state): State<AppState>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<Approvals>, Problem> {
     let run = run_id(&id)?;
-    let view = state.service.get(&run).await?;
-    let pending: Vec<_> = view.pending.into_iter().collect();
-    Ok(Json(json!({ "pending": pending })))
+    let approvals = state.service.approvals(&run).await?;
+    let pending = approvals
+        .iter()
+        .filter(|a| a.state == toren_runtime::ApprovalState::Pending)
+        .map(|a| toren_protocol::ApprovalRequested {
+            call_id: a.call_id.clone(),
+            tool: a.tool.clone(),
+            command: a.command.clone(),
+            attempt: a.attempt,
+        })
+        .collect();
+    let approvals = approvals.into_iter().map(ApprovalBody::from).collect();
+    Ok(Json(Approvals { approvals, pending }))
 }
 
+/// Decides an approval: the first decision wins, recorded with the token's name.
+#[utoipa::path(
+    post,
+    path = "/runs/{id}/approvals/{call}",
+    tag = "runs",
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        ("call" = String, Path, description = "The call id of the approval"),
+    ),
+    request_body = Decision,
+    responses(
+        (status = 200, description = "The `approval_decided` event journaled", body = crate::openapi::Event),
+        (status = 400, description = "The body is not JSON"),
+        (status = 404, description = "No such run, or no approval of that call pending"),
+        (status = 409, description = "Decided already (`decision` says how), or the run has ended"),
+        (status = 413, description = "The body is over the size limit (1 MiB)"),
+        (status = 415, description = "The body is not `application/json`"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type"),
+    )
+)]
 pub(crate) async fn decide(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,

@@ -9,42 +9,124 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use toren_protocol::RunId;
 use toren_runtime::Sent;
 use toren_store::Session;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::error::Problem;
-use crate::runs::{agent, holder};
+use crate::runs::{RunBody, agent, holder};
 
-#[derive(Debug, Deserialize)]
+/// A new session.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateSession {
+    /// The name of an agent of the server's agents directory (`TOREN_AGENTS`).
+    #[schema(example = "hello")]
     agent: String,
+    /// Its name (letters, digits, `-`, `_`, `.`; up to 64; not starting with `.`); one is
+    /// made up when none is given.
     name: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A message to a session: its next turn's input.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Message {
     text: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DeleteQuery {
+    /// Also delete the session's workspace (kept by default).
     delete_workspace: Option<bool>,
 }
 
 /// A session as the API shows it.
-#[derive(Debug, Serialize)]
-struct SessionBody {
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Session)]
+pub(crate) struct SessionBody {
+    /// `ses_…`
     id: String,
     name: String,
+    /// The agent's name.
     agent: String,
+    #[schema(value_type = String, format = DateTime)]
     created_at: jiff::Timestamp,
-    links: Value,
+    links: SessionLinks,
+}
+
+/// Where a session's parts are.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SessionLinks {
+    #[serde(rename = "self")]
+    this: String,
+    messages: String,
+    files: String,
+}
+
+/// The sessions.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SessionList {
+    sessions: Vec<SessionBody>,
+}
+
+/// A session with its turns.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SessionView {
+    #[serde(flatten)]
+    session: SessionBody,
+    /// Its turns, first to last.
+    turns: Vec<TurnBody>,
+}
+
+/// A turn of a session: a run.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct TurnBody {
+    /// 1 for the first turn.
+    turn: u32,
+    run_id: String,
+    #[schema(value_type = crate::openapi::RunStatusSchema)]
+    status: toren_protocol::RunStatus,
+    links: TurnLinks,
+}
+
+/// Where a turn's run is.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct TurnLinks {
+    run: String,
+}
+
+/// What became of a message: a new turn, or a place in the queue behind the running one.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub(crate) enum SentBody {
+    /// The message is the session's new turn, queued for the workers.
+    Turn {
+        /// `false`
+        queued: bool,
+        turn: u32,
+        run: RunBody,
+    },
+    /// A turn runs: the message waits to be the next one.
+    Queued {
+        /// `true`
+        queued: bool,
+        /// How many messages wait now.
+        waiting: u32,
+    },
+}
+
+/// A removed session.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Deleted {
+    id: String,
+    name: String,
+    /// Whether its workspace was deleted too.
+    workspace_deleted: bool,
 }
 
 impl From<&Session> for SessionBody {
@@ -55,11 +137,11 @@ impl From<&Session> for SessionBody {
             name: session.name.clone(),
             agent: session.agent.name.clone(),
             created_at: session.created_at,
-            links: json!({
-                "self": format!("/sessions/{id}"),
-                "messages": format!("/sessions/{id}/messages"),
-                "files": format!("/sessions/{id}/files/"),
-            }),
+            links: SessionLinks {
+                this: format!("/sessions/{id}"),
+                messages: format!("/sessions/{id}/messages"),
+                files: format!("/sessions/{id}/files/"),
+            },
         }
     }
 }
@@ -80,6 +162,22 @@ pub(crate) async fn find_session(state: &AppState, key: &str) -> Result<Session,
     }
 }
 
+/// Creates a session of an agent; its workspace is made now and kept across its turns.
+#[utoipa::path(
+    post,
+    path = "/sessions",
+    tag = "sessions",
+    request_body = CreateSession,
+    responses(
+        (status = 201, description = "The session", body = SessionBody),
+        (status = 400, description = "The body is not JSON"),
+        (status = 404, description = "No agent of that name"),
+        (status = 409, description = "A session of that name exists"),
+        (status = 413, description = "The body is over the size limit (1 MiB)"),
+        (status = 415, description = "The body is not `application/json`"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type; the name is not valid; the agent is named by a path; or its sandbox cannot be had"),
+    )
+)]
 pub(crate) async fn create(
     State(state): State<AppState>,
     body: Result<Json<CreateSession>, JsonRejection>,
@@ -93,37 +191,72 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(SessionBody::from(&session))).into_response())
 }
 
-pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, Problem> {
+/// The sessions.
+#[utoipa::path(
+    get,
+    path = "/sessions",
+    tag = "sessions",
+    responses((status = 200, description = "Every session", body = SessionList))
+)]
+pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<SessionList>, Problem> {
     let sessions = state.service.sessions().await?;
     let sessions: Vec<SessionBody> = sessions.iter().map(SessionBody::from).collect();
-    Ok(Json(json!({ "sessions": sessions })))
+    Ok(Json(SessionList { sessions }))
 }
 
+/// A session, by id or name, with its turns.
+#[utoipa::path(
+    get,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
+    responses(
+        (status = 200, description = "The session", body = SessionView),
+        (status = 404, description = "No such session"),
+    )
+)]
 pub(crate) async fn get(
     State(state): State<AppState>,
     Path(key): Path<String>,
-) -> Result<Json<Value>, Problem> {
+) -> Result<Json<SessionView>, Problem> {
     let session = find_session(&state, &key).await?;
     let view = state.service.session_view(&session.name).await?;
-    let turns: Vec<Value> = view
+    let turns = view
         .turns
         .iter()
-        .map(|t| {
-            json!({
-                "turn": t.turn,
-                "run_id": t.run_id.as_str(),
-                "status": t.status,
-                "links": { "run": format!("/runs/{}", t.run_id.as_str()) },
-            })
+        .map(|t| TurnBody {
+            turn: t.turn,
+            run_id: t.run_id.as_str().to_owned(),
+            status: t.status,
+            links: TurnLinks {
+                run: format!("/runs/{}", t.run_id.as_str()),
+            },
         })
         .collect();
-    let mut body = serde_json::to_value(SessionBody::from(&view.session)).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut body {
-        map.insert("turns".into(), Value::from(turns));
-    }
-    Ok(Json(body))
+    Ok(Json(SessionView {
+        session: SessionBody::from(&view.session),
+        turns,
+    }))
 }
 
+/// Sends a message: the session's next turn, queued for the workers, or waiting behind
+/// the turn that runs.
+#[utoipa::path(
+    post,
+    path = "/sessions/{id}/messages",
+    tag = "sessions",
+    params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
+    request_body = Message,
+    responses(
+        (status = 202, description = "The new turn, or the message's place in the queue", body = SentBody),
+        (status = 400, description = "The body is not JSON"),
+        (status = 404, description = "No such session"),
+        (status = 409, description = "The session cannot take a message now"),
+        (status = 413, description = "The body is over the size limit (1 MiB)"),
+        (status = 415, description = "The body is not `application/json`"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type"),
+    )
+)]
 pub(crate) async fn send(
     State(state): State<AppState>,
     Path(key): Path<String>,
@@ -144,41 +277,44 @@ pub(crate) async fn send(
 
 /// Queues a new turn for any worker.
 async fn release(state: &AppState, lease: &toren_store::Lease) -> Result<(), Problem> {
-    state
-        .service
-        .store()
-        .release_lease(lease)
-        .await
-        .map_err(toren_runtime::Error::from)?;
+    state.service.enqueue(lease).await?;
     Ok(())
 }
 
-async fn sent_body(state: &AppState, sent: Sent) -> Result<Value, Problem> {
+async fn sent_body(state: &AppState, sent: Sent) -> Result<SentBody, Problem> {
     match sent {
         Sent::Turn { created, turn } => {
             release(state, &created.lease).await?;
             let run = state.service.summary(&created.run_id).await?;
-            let id = run.id.as_str();
-            Ok(json!({
-                "queued": false,
-                "turn": turn,
-                "run": {
-                    "id": id,
-                    "status": run.status,
-                    "agent": run.agent,
-                    "created_at": run.created_at,
-                    "links": {
-                        "self": format!("/runs/{id}"),
-                        "events": format!("/runs/{id}/events"),
-                        "approvals": format!("/runs/{id}/approvals"),
-                    },
-                },
-            }))
+            Ok(SentBody::Turn {
+                queued: false,
+                turn,
+                run: RunBody::from(&run),
+            })
         }
-        Sent::Queued { waiting } => Ok(json!({ "queued": true, "waiting": waiting })),
+        Sent::Queued { waiting } => Ok(SentBody::Queued {
+            queued: true,
+            waiting,
+        }),
     }
 }
 
+/// Removes a session; its workspace is kept unless `delete_workspace=true`.
+#[utoipa::path(
+    delete,
+    path = "/sessions/{id}",
+    tag = "sessions",
+    params(
+        ("id" = String, Path, description = "The session's id (`ses_…`) or name"),
+        DeleteQuery,
+    ),
+    responses(
+        (status = 200, description = "The session removed", body = Deleted),
+        (status = 400, description = "A query parameter is unknown or not valid"),
+        (status = 404, description = "No such session"),
+        (status = 409, description = "A turn of the session runs"),
+    )
+)]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     Path(key): Path<String>,
@@ -187,6 +323,14 @@ pub(crate) async fn delete(
     let Query(query) = query?;
     let session = find_session(&state, &key).await?;
     let removed = state.service.remove_session(&session.name).await?;
+    // Its turns shared one sandbox (a docker container): let go of it now, not at the
+    // reaper's next sweep. A failure is logged; the reaper collects what is left.
+    if let Some(policy) = &removed.policy
+        && let Some(backend) = state.backends.iter().find(|b| b.name() == policy.backend)
+        && let Err(e) = backend.release(&removed.id).await
+    {
+        tracing::warn!(session = %removed.id, error = %e, "cannot remove the session's sandbox");
+    }
     let workspace = removed.policy.as_ref().and_then(|p| p.workspace.clone());
     let deleted = match (workspace, query.delete_workspace.unwrap_or(false)) {
         (Some(ws), true) => {
@@ -212,11 +356,11 @@ pub(crate) async fn delete(
     };
     Ok((
         StatusCode::OK,
-        Json(json!({
-            "id": removed.id,
-            "name": removed.name,
-            "workspace_deleted": deleted,
-        })),
+        Json(Deleted {
+            id: removed.id,
+            name: removed.name,
+            workspace_deleted: deleted,
+        }),
     )
         .into_response())
 }

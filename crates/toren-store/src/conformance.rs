@@ -7,14 +7,16 @@
 //! Checks that involve lease expiry take that clock and move it forward instead of sleeping;
 //! every lease they take lasts a minute, far longer than a check runs. The suite is compiled
 //! into the library (not `cfg(test)`) so other backends' crates can call it, and it uses
-//! nothing but `assert!`. The basic log rules live here; approvals, cancellation, leases and
-//! concurrent writers have their own modules.
+//! nothing but `assert!`. The basic log rules live here; approvals, cancellation, leases,
+//! the queries over many runs and concurrent writers have their own modules.
 
 mod approvals;
 mod cancel;
 mod concurrency;
+mod counts;
 mod fixtures;
 mod leases;
+mod queries;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,10 +42,15 @@ pub use concurrency::{
     concurrent_appenders_get_one_winner_per_seq, concurrent_decisions_get_one_winner,
     fenced_appenders_race_across_takeovers, racing_acquirers_get_one_lease,
 };
+pub use counts::runs_are_counted_by_status_and_claimability;
 pub use leases::{
     a_dead_holders_lease_can_be_taken_over, a_live_lease_keeps_other_holders_out,
     an_expired_lease_can_be_taken_over, approvals_need_no_lease, ended_runs_cannot_be_leased,
     leases_are_renewed_and_released, tokens_strictly_increase,
+};
+pub use queries::{
+    claimable_runs_are_free_unfinished_and_oldest_first,
+    pages_neither_skip_nor_repeat_while_runs_are_created, runs_are_filtered_by_status_and_agent,
 };
 
 /// Runs every check against `store`, one after another. The store must read `clock` (the
@@ -74,6 +81,10 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     tokens_strictly_increase(s, clock).await;
     ended_runs_cannot_be_leased(s, clock).await;
     approvals_need_no_lease(s, clock).await;
+    runs_are_filtered_by_status_and_agent(s, clock).await;
+    pages_neither_skip_nor_repeat_while_runs_are_created(s, clock).await;
+    claimable_runs_are_free_unfinished_and_oldest_first(s, clock).await;
+    runs_are_counted_by_status_and_claimability(s, clock).await;
     concurrent_appenders_get_one_winner_per_seq(&store).await;
     concurrent_decisions_get_one_winner(&store).await;
     racing_acquirers_get_one_lease(&store, clock).await;

@@ -121,6 +121,11 @@ pub enum Error {
     #[error("the stored session `{session}` is unreadable ({reason}); the database is damaged")]
     CorruptSession { session: String, reason: String },
 
+    /// A page cursor that this store's [`RunCursor::encode`](crate::RunCursor::encode) did
+    /// not make (or made in another version).
+    #[error("the cursor is not valid ({reason}); start again from the first page")]
+    BadCursor { reason: String },
+
     #[error("cannot encode event #{seq} of run {run_id} as JSON: {source}")]
     Encode {
         run_id: RunId,
@@ -193,6 +198,7 @@ impl Error {
             | Self::CorruptEvent { .. }
             | Self::CorruptRun { .. }
             | Self::CorruptSession { .. }
+            | Self::BadCursor { .. }
             | Self::Encode { .. }
             | Self::UnsupportedUrl { .. }
             | Self::CreateDir { .. }

@@ -17,6 +17,7 @@ mod clock;
 mod error;
 mod lease;
 mod log;
+mod query;
 mod sessions;
 mod sqlite;
 
@@ -25,6 +26,7 @@ pub mod conformance;
 pub use clock::{Clock, SystemClock, TestClock};
 pub use error::{Error, Result};
 pub use lease::{Lease, LeaseInfo};
-pub use log::{EventLog, RunSummary};
+pub use log::{EventLog, RunCounts, RunSummary};
+pub use query::{ClaimLeases, ClaimQuery, RunCursor, RunPage, RunQuery};
 pub use sessions::{Session, SessionStore, SessionTurnRow};
 pub use sqlite::SqliteStore;

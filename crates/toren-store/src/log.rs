@@ -1,7 +1,9 @@
 //! The storage contract: the [`EventLog`] trait every backend implements, and the
-//! [`RunSummary`] it reports. Lease values live in `lease.rs`, errors in `error.rs`; the
-//! conformance suite (`conformance/`) checks every rule written here.
+//! [`RunSummary`] it reports. Lease values live in `lease.rs`, the queries over many runs
+//! in `query.rs`, errors in `error.rs`; the conformance suite (`conformance/`) checks every
+//! rule written here.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,7 +12,7 @@ use toren_protocol::{
     ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
 };
 
-use crate::{Lease, LeaseInfo, Result};
+use crate::{ClaimQuery, Lease, LeaseInfo, Result, RunPage, RunQuery};
 
 /// One row of `toren runs list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +36,24 @@ impl RunSummary {
     /// live lease on it (its driver stopped, was killed, or stopped renewing).
     pub fn is_resumable(&self, now: Timestamp) -> bool {
         !self.status.is_terminal() && !self.lease.as_ref().is_some_and(|l| l.is_live(now))
+    }
+}
+
+/// How many runs a store holds in each status, and how many of them a worker may claim
+/// now: what a metrics scrape asks, answered by counting rows, never by listing runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Runs per status; a status that no run is in is absent.
+    pub by_status: HashMap<RunStatus, u64>,
+    /// Runs a worker may claim now, as [`ClaimQuery::free`](crate::ClaimQuery::free) finds
+    /// them: status `queued` or `running`, and no lease or one expired by the store's clock.
+    pub claimable: u64,
+}
+
+impl RunCounts {
+    /// How many runs are in `status`.
+    pub fn of(&self, status: RunStatus) -> u64 {
+        self.by_status.get(&status).copied().unwrap_or(0)
     }
 }
 
@@ -100,8 +120,30 @@ pub trait EventLog: Send + Sync {
     /// The run's summary, or [`Error::RunNotFound`](crate::Error::RunNotFound).
     async fn run(&self, run_id: &RunId) -> Result<RunSummary>;
 
-    /// Runs, newest first (by creation time, then id), at most `limit`.
-    async fn list_runs(&self, limit: u32) -> Result<Vec<RunSummary>>;
+    /// Runs, newest first (by creation time, then id), at most `limit`: the first page of
+    /// an unfiltered [`query_runs`](Self::query_runs).
+    async fn list_runs(&self, limit: u32) -> Result<Vec<RunSummary>> {
+        Ok(self.query_runs(&RunQuery::newest(limit)).await?.runs)
+    }
+
+    /// A page of the runs `query` selects: those in one of `query.statuses` (any status
+    /// when empty) and of `query.agent` (if given), newest first — `created_at`
+    /// descending, then id descending, a total order — starting after `query.after` and at
+    /// most `query.limit` of them. `next` is the cursor of the page's last run when more
+    /// runs match after it, else `None`; a limit of 0 gives an empty page without one.
+    /// Keyset paging: a page read with `next` neither skips nor repeats a run, whatever was
+    /// created (newer, so before the cursor) or changed status meanwhile (a run whose
+    /// status no longer matches is simply absent).
+    async fn query_runs(&self, query: &RunQuery) -> Result<RunPage>;
+
+    /// The runs a worker may claim, oldest first (`created_at`, then id, ascending), at
+    /// most `query.limit`: status `queued` or `running` — never an ended run, and never one
+    /// awaiting approval (a person must answer first; recording the decision makes it
+    /// `running` again) — whose lease, per `query.leases`, is absent or expired at the
+    /// store's clock's now ([`Free`](crate::ClaimLeases::Free)), or live and held by a name
+    /// with the given suffix ([`LiveHeldBySuffix`](crate::ClaimLeases::LiveHeldBySuffix)).
+    /// A snapshot: claiming one is still [`acquire_lease`](Self::acquire_lease)'s race.
+    async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>>;
 
     /// Records a human's decision on a pending approval, atomically: the run must have an
     /// `approval_requested` for `decision.call_id` and no `approval_decided` for it yet.
@@ -161,4 +203,9 @@ pub trait EventLog: Send + Sync {
     /// with [`Error::LeaseLost`](crate::Error::LeaseLost). An unknown run is
     /// [`Error::RunNotFound`](crate::Error::RunNotFound).
     async fn release_lease(&self, lease: &Lease) -> Result<()>;
+
+    /// How many runs are in each status, and how many may be claimed now (see
+    /// [`RunCounts::claimable`]), as of one consistent read. One aggregate query, however
+    /// many runs the store holds.
+    async fn count_runs(&self) -> Result<RunCounts>;
 }

@@ -25,10 +25,12 @@
 //! `toren_protocol::Event`, the versioned format); the other columns repeat parts of it for
 //! queries. Decoding always goes through the protocol's serde types. This module opens the
 //! file; `sqlite/log.rs` implements the trait on top of `state.rs` (a run's row and the
-//! lease rules), `batch.rs` (writing events) and `rows.rs` (decoding rows).
+//! lease rules), `batch.rs` (writing events) and `rows.rs` (decoding rows); `queries.rs`
+//! answers the queries over many runs.
 
 mod batch;
 mod log;
+mod queries;
 mod rows;
 mod sessions;
 mod state;

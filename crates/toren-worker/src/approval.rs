@@ -5,9 +5,29 @@
 use toren_agent::RunState;
 use toren_protocol::{ApprovalDecided, ApprovalRequested};
 
-use crate::{Error, Worker};
+use crate::{Error, Outcome, Worker};
 
 impl Worker {
+    /// For a worker that parks approvals: the run waits for a decision on `request`;
+    /// unless one is already in the log, it is announced and the run is let go of.
+    pub(crate) async fn park(
+        &self,
+        state: &mut RunState,
+        request: &ApprovalRequested,
+    ) -> Result<Option<Outcome>, Error> {
+        let before = state.last_seq;
+        self.catch_up(state).await?;
+        if state.last_seq != before {
+            return Ok(None);
+        }
+        self.config
+            .observer
+            .awaiting_approval(&state.run_id, request);
+        Ok(Some(Outcome::AwaitingApproval {
+            call_id: request.call_id.clone(),
+        }))
+    }
+
     /// Waits until a decision on `request` is in the log: from this process's approver if
     /// it has one, or from anywhere else (another terminal's `toren approve`).
     pub(crate) async fn await_decision(

@@ -54,6 +54,10 @@ pub enum Outcome {
     Ended { status: RunStatus, output: String },
     /// The driver was cancelled; the run is left as it is in the log.
     Interrupted,
+    /// The run waits for a human decision on `call_id` and this worker parks such runs
+    /// ([`Worker::parking_approvals`]): it let go of the run, which holds no slot and no
+    /// task while it waits; the decision, recorded in the log, makes it claimable again.
+    AwaitingApproval { call_id: String },
 }
 
 /// A task that is aborted when its handle is dropped.
@@ -73,6 +77,9 @@ pub struct Worker {
     /// Finds the channel of a run bound to one ([`NoChannels`] unless
     /// [`Worker::with_channels`]).
     channels: Arc<dyn ChannelFactory>,
+    /// Whether a run that waits for a human is let go of ([`Outcome::AwaitingApproval`])
+    /// rather than waited on.
+    park_approvals: bool,
 }
 
 /// What driving one run holds besides its state.
@@ -92,7 +99,23 @@ impl Worker {
             config,
             history: None,
             channels: Arc::new(NoChannels),
+            park_approvals: false,
         }
+    }
+
+    /// The same worker, letting go of a run that waits for a human decision no
+    /// [`Approver`] of its own gives: [`Worker::drive`] returns
+    /// [`Outcome::AwaitingApproval`] (lease released) instead of waiting, so a pool of
+    /// workers spends no slot on runs that wait for people.
+    #[must_use]
+    pub fn parking_approvals(mut self) -> Self {
+        self.park_approvals = true;
+        self
+    }
+
+    /// Whether this worker lets go of runs that wait for a human.
+    pub(crate) fn parks_approvals(&self) -> bool {
+        self.park_approvals && self.config.approver.is_none()
     }
 
     /// The same worker, able to drive runs bound to a channel (a chat session's turns):
@@ -161,6 +184,19 @@ impl Worker {
     /// `run_cancelled` in the log kills a running tool) or `stop` fires, renewing the lease
     /// as it goes and releasing it at the end, so a stopped run can be resumed at once.
     pub async fn drive(&self, lease: Lease, stop: &CancellationToken) -> Result<Outcome, Error> {
+        self.drive_draining(lease, stop, stop).await
+    }
+
+    /// [`Worker::drive`] with a gentler stop: once `drain` fires, the step under way (a
+    /// tool call, a model call) is finished and journaled, and the driver stops before the
+    /// next one; `stop` still drops the step at once (a running command is killed), e.g.
+    /// when a shutdown deadline has passed. Either way the run stays resumable.
+    pub async fn drive_draining(
+        &self,
+        lease: Lease,
+        drain: &CancellationToken,
+        stop: &CancellationToken,
+    ) -> Result<Outcome, Error> {
         let (lost_tx, lost) = tokio::sync::oneshot::channel();
         // Owned by this call: if the caller drops the drive future (a front door giving up
         // on it), the heartbeat stops with it and the lease lapses for whoever resumes.
@@ -176,7 +212,7 @@ impl Worker {
         let outcome = tokio::select! {
             biased;
             Ok(lost) = lost => Err(lost.into_error(&lease)),
-            outcome = self.drive_held(&lease, stop, &mut backend) => outcome,
+            outcome = self.drive_held(&lease, drain, stop, &mut backend) => outcome,
         };
         drop(heartbeat);
         if let (Ok(Outcome::Ended { .. }), Some(backend)) = (&outcome, &backend)
@@ -193,6 +229,7 @@ impl Worker {
     async fn drive_held(
         &self,
         lease: &Lease,
+        drain: &CancellationToken,
         stop: &CancellationToken,
         backend_out: &mut Option<Arc<dyn SandboxBackend>>,
     ) -> Result<Outcome, Error> {
@@ -244,6 +281,9 @@ impl Worker {
             channel,
         };
         loop {
+            if drain.is_cancelled() {
+                return Ok(Outcome::Interrupted);
+            }
             let stepped = {
                 let step = self.step(&mut run, &mut state);
                 tokio::select! {

@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use toren_model::{ModelProvider, ProviderSettings};
 use toren_protocol::{AgentSpec, ApprovalRequested, Event, Message, RunId, SessionTurn};
@@ -18,6 +19,11 @@ pub trait Observer: Send + Sync {
     fn event(&self, _event: &Event) {}
     /// The run now waits for a decision on `request` that no [`Approver`] gave.
     fn awaiting_approval(&self, _run: &RunId, _request: &ApprovalRequested) {}
+    /// The model answered one call of `run` after `elapsed` (from the request to the
+    /// end of its answer, the provider's own retries included), before the answer is
+    /// journaled. Calls that fail are not reported. For latency metrics: no event marks
+    /// a model call's start.
+    fn model_call(&self, _run: &RunId, _elapsed: Duration) {}
 }
 
 /// Several observers watching the same runs, told in order.
@@ -36,6 +42,10 @@ impl Observer for Observers {
         self.0
             .iter()
             .for_each(|o| o.awaiting_approval(run, request));
+    }
+
+    fn model_call(&self, run: &RunId, elapsed: Duration) {
+        self.0.iter().for_each(|o| o.model_call(run, elapsed));
     }
 }
 

@@ -63,6 +63,9 @@ impl Worker {
                 self.append(run, state, vec![kind]).await?;
             }
             Action::AwaitApproval { request, .. } => {
+                if self.parks_approvals() {
+                    return self.park(state, &request).await;
+                }
                 self.await_decision(state, &request).await?;
             }
             Action::RecordDenial { result, .. } | Action::Refuse { result, .. } => {
@@ -102,7 +105,14 @@ impl Worker {
         let observer = Arc::clone(&self.config.observer);
         let run_id = state.run_id.clone();
         let on_text = move |delta: &str| observer.text(&run_id, delta);
-        match run.model.respond(request, &on_text).await {
+        let asked = std::time::Instant::now();
+        let answer = run.model.respond(request, &on_text).await;
+        if answer.is_ok() {
+            self.config
+                .observer
+                .model_call(&state.run_id, asked.elapsed());
+        }
+        match answer {
             // Validated and repaired before it is journaled: a log must always fold.
             Ok(response) => Ok(EventKind::ModelResponded(ModelResponded {
                 message: state.admit(response.message),

@@ -69,6 +69,33 @@ pub(crate) struct ServeArgs {
     /// How many runs this process drives at once (0: API only).
     #[arg(long, default_value_t = 4)]
     pub(crate) workers: usize,
+    /// On SIGTERM or Ctrl-C, how long the tool and model calls under way may take to
+    /// finish (and be journaled) before they are stopped; e.g. `30s`, `2m`, `0s`.
+    #[arg(long, default_value = "30s", value_parser = shutdown_timeout)]
+    pub(crate) shutdown_timeout: std::time::Duration,
+    /// How log lines are written on stderr: `text` for people, `json` (one object per
+    /// line) for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+}
+
+/// The format of `toren serve`'s log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `--shutdown-timeout`: a duration written with its unit, at most an hour.
+fn shutdown_timeout(text: &str) -> Result<std::time::Duration, String> {
+    text.trim()
+        .parse::<jiff::SignedDuration>()
+        .ok()
+        .and_then(|d| std::time::Duration::try_from(d).ok())
+        .filter(|d| *d <= std::time::Duration::from_secs(3600))
+        .ok_or_else(|| {
+            format!("`{text}` is not a duration up to 1h with its unit, such as `30s` or `2m`")
+        })
 }
 
 #[derive(Debug, Args)]

@@ -13,20 +13,32 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, RunsCommand, SandboxCommand, SessionsCommand};
+use crate::cli::{Cli, Command, LogFormat, RunsCommand, SandboxCommand, SessionsCommand};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = match wiring::log_filter() {
+    let format = match &cli.command {
+        Command::Serve(args) => Some(args.log_format),
+        _ => None,
+    };
+    let filter = match wiring::log_filter(format.is_some()) {
         Ok(filter) => filter,
         Err(failure) => return failure.report(),
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(printer::LogWriter)
-        .with_ansi(false)
-        .init();
+        .with_ansi(false);
+    if format == Some(LogFormat::Json) {
+        // One object per line, with the fields of the spans it is in (run_id, call_id).
+        logs.json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init();
+    } else {
+        logs.init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

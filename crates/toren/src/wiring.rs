@@ -26,8 +26,13 @@ pub(crate) fn settings() -> Result<Settings, Failure> {
 /// The diagnostics filter (`TOREN_LOG`), resolved before any command so that every command
 /// logs, those failing on the other settings too. Filters that do not parse are a usage
 /// error (exit 2), not silently replaced.
-pub(crate) fn log_filter() -> Result<EnvFilter, Failure> {
-    let directives = Settings::log_filter(process_env);
+pub(crate) fn log_filter(server: bool) -> Result<EnvFilter, Failure> {
+    // A server says what it does (requests, runs claimed and stopped) unless told otherwise.
+    let directives = if server {
+        Settings::log_filter_or(process_env, SERVER_LOG)
+    } else {
+        Settings::log_filter(process_env)
+    };
     EnvFilter::try_new(&directives).map_err(|e| {
         Failure::usage(anyhow!(
             "{}={directives} is not valid: expected tracing filter directives such as `warn`, \
@@ -36,6 +41,9 @@ pub(crate) fn log_filter() -> Result<EnvFilter, Failure> {
         ))
     })
 }
+
+/// `toren serve`'s filter when `TOREN_LOG` is unset.
+const SERVER_LOG: &str = "info";
 
 /// A variable of this process's environment, as the settings registry reads it.
 fn process_env(name: &str) -> Option<String> {

@@ -52,7 +52,10 @@ fn defaults_follow_home() {
 #[test]
 fn toren_queue_is_local_by_default_and_any_other_value_names_the_supported_one() {
     let queue = |value: &str| settings(&[("HOME", "/h"), ("TOREN_QUEUE", value)]);
-    assert_eq!(settings(&[("HOME", "/h")]).unwrap().queue, QueueChoice::Local);
+    assert_eq!(
+        settings(&[("HOME", "/h")]).unwrap().queue,
+        QueueChoice::Local
+    );
     assert_eq!(queue("local").unwrap().queue, QueueChoice::Local);
     for value in ["postgres", "redis", "LOCAL"] {
         let error = queue(value).expect_err(value).to_string();

@@ -6,3 +6,4 @@ mod follow;
 mod follow_end;
 mod interrupt;
 mod many;
+mod park;

@@ -217,7 +217,25 @@ impl SandboxBackend for LocalBackend {
         LocalBackend::open(self, run, policy, env).await
     }
 
-    // `finish` keeps the default: a local sandbox holds nothing between commands.
+    // `finish` and `release` keep the default: a local sandbox holds nothing between
+    // commands.
+
+    async fn ready(&self) -> Result<()> {
+        let bwrap = self.bwrap()?;
+        if !bwrap.is_file() {
+            return Err(Error::BwrapMissing {
+                searched: format!("`{}`", bwrap.display()),
+            });
+        }
+        let root = &self.settings.sandbox_root;
+        if !root.is_dir() {
+            return Err(Error::io(
+                format!("the sandbox root `{}` is gone", root.display()),
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How long the check's trivial command may take before bubblewrap is judged unusable here.

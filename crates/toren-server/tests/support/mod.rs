@@ -19,10 +19,10 @@ use toren_model::ProviderSettings;
 use toren_protocol::RunId;
 use toren_runtime::{PolicySettings, RunService, ServiceSettings};
 use toren_sandbox::{LocalBackend, LocalSettings};
-use toren_server::{AppState, Token, app};
+use toren_server::{AppState, Metrics, Token, app};
 use toren_store::{EventLog, SqliteStore};
 use toren_tools::Toolkit;
-use toren_worker::{Worker, WorkerConfig, holder};
+use toren_worker::{Observers, Worker, WorkerConfig, holder};
 use tower::ServiceExt as _;
 
 pub(crate) const TOKEN: &str = "test-token-0123456789";
@@ -78,17 +78,22 @@ impl Home {
             },
         )
         .with_sessions(sqlite.clone());
-        let local = LocalBackend::new(LocalSettings {
-            sandbox_root: root,
-            bwrap: None,
-        });
+        let metrics = Metrics::new();
+        let local: Arc<dyn toren_sandbox::SandboxBackend> =
+            Arc::new(LocalBackend::new(LocalSettings {
+                sandbox_root: root,
+                bwrap: None,
+            }));
         let worker = Worker::new(WorkerConfig {
             store,
             models: Arc::new(ProviderSettings::default()),
-            backends: vec![Arc::new(local)],
+            backends: vec![Arc::clone(&local)],
             toolkit: Toolkit::default(),
             env: Arc::new(|_: &str| None),
-            observer: Arc::new(service.notifier().clone()),
+            observer: Arc::new(Observers(vec![
+                Arc::new(service.notifier().clone()),
+                Arc::new(metrics.clone()),
+            ])),
             approver: None,
             max_tokens: 1024,
             approval_poll: Duration::from_millis(20),
@@ -103,6 +108,8 @@ impl Home {
                 name: "api-client".into(),
                 secret: TOKEN.into(),
             }]),
+            metrics,
+            backends: vec![local],
         };
         Self {
             dir,
@@ -140,14 +147,14 @@ impl Home {
         path: &str,
         token: Option<&str>,
         body: Option<String>,
-        last_event_id: Option<u64>,
+        last_event_id: Option<&str>,
     ) -> Reply {
         let mut request = Request::builder().method(method).uri(path);
         if let Some(token) = token {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
         if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id.to_string());
+            request = request.header("last-event-id", id);
         }
         let body = match body {
             Some(body) => {
@@ -214,6 +221,41 @@ impl Home {
         text
     }
 
+    /// Opens the event stream at `path` (with `Last-Event-ID: last_event_id` if given),
+    /// to be read bit by bit.
+    pub(crate) async fn open_sse(&self, path: &str, last_event_id: Option<&str>) -> SseReader {
+        let mut request = Request::builder()
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"));
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let response = app(self.state.clone())
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream"
+        );
+        SseReader {
+            body: response.into_body(),
+            text: String::new(),
+            ended: false,
+        }
+    }
+
+    /// `GET path` with `Last-Event-ID: last_event_id` if given.
+    pub(crate) async fn get_with_last_event_id(
+        &self,
+        path: &str,
+        last_event_id: Option<&str>,
+    ) -> Reply {
+        self.request("GET", path, Some(TOKEN), None, last_event_id)
+            .await
+    }
+
     pub(crate) async fn get(&self, path: &str) -> Reply {
         self.call("GET", path, Some(TOKEN), None).await
     }
@@ -227,7 +269,7 @@ impl Home {
     pub(crate) async fn sse_after(&self, run: &str, seq: u64) -> Vec<Value> {
         let path = format!("/runs/{run}/events");
         let reply = self
-            .request("GET", &path, Some(TOKEN), None, Some(seq))
+            .request("GET", &path, Some(TOKEN), None, Some(&seq.to_string()))
             .await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
         sse_events(&reply.text())
@@ -299,6 +341,60 @@ pub(crate) fn sse_events(body: &str) -> Vec<Value> {
             let event: Value = serde_json::from_str(&data).unwrap();
             assert_eq!(event["seq"], id, "{block}");
             events.push(event);
+        }
+    }
+    events
+}
+
+/// An open event stream read as it comes (see [`Home::open_sse`]).
+pub(crate) struct SseReader {
+    body: Body,
+    /// Everything read so far.
+    pub(crate) text: String,
+    /// Whether the server ended the stream.
+    pub(crate) ended: bool,
+}
+
+impl SseReader {
+    /// Reads until `until` holds of the text so far or the stream ends; returns the text.
+    pub(crate) async fn until(&mut self, until: impl Fn(&str) -> bool) -> &str {
+        let (body, text, ended) = (&mut self.body, &mut self.text, &mut self.ended);
+        tokio::time::timeout(WAIT, async {
+            while !until(text) {
+                match body.frame().await {
+                    Some(frame) => {
+                        if let Ok(data) = frame.unwrap().into_data() {
+                            text.push_str(&String::from_utf8_lossy(&data));
+                        }
+                    }
+                    None => {
+                        *ended = true;
+                        break;
+                    }
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the stream did not get there: {text}"));
+        &self.text
+    }
+}
+
+/// The journaled events of an SSE body with their ids as given (any id format), in order.
+pub(crate) fn sse_events_with_ids(body: &str) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
+    for block in body.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut id = None;
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("id:") {
+                id = Some(v.trim().to_owned());
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.trim_start());
+            }
+        }
+        if let Some(id) = id {
+            events.push((id, serde_json::from_str(&data).unwrap()));
         }
     }
     events

@@ -155,6 +155,19 @@ pub(super) async fn new_run(store: &dyn EventLog, input: &str) -> (RunId, Event,
     (run_id, created, lease)
 }
 
+/// A new run of `agent` (not [`AGENT`]): checks that query by agent make their own, so
+/// runs of other checks sharing the store do not count.
+pub(super) async fn new_run_of(store: &dyn EventLog, agent: &str, input: &str) -> (RunId, Lease) {
+    let mut created = run_created(input);
+    created.agent.name = agent.to_owned();
+    let run_id = RunId::new();
+    let (_, lease) = ok(
+        store.create_run(&run_id, created, HOLDER, TTL).await,
+        "create_run",
+    );
+    (run_id, lease)
+}
+
 /// The call id of an event that names one, for checks that follow a tool call.
 pub(super) fn call_id(kind: &EventKind) -> Option<&str> {
     match kind {

@@ -15,7 +15,7 @@ use super::batch::Batch;
 use super::rows::{EventRow, RunRow, seq_to_sql, stamp, token_to_sql};
 use super::state::{clear_lease, run_state, store_lease};
 use crate::clock::after;
-use crate::{Error, EventLog, Lease, Result, RunSummary};
+use crate::{ClaimQuery, Error, EventLog, Lease, Result, RunPage, RunQuery, RunSummary};
 
 /// The first token of every run, given with `create_run`.
 const FIRST_TOKEN: u64 = 1;
@@ -94,16 +94,12 @@ impl EventLog for SqliteStore {
             .decode()
     }
 
-    async fn list_runs(&self, limit: u32) -> Result<Vec<RunSummary>> {
-        let rows = sqlx::query_as::<_, RunRow>(
-            "SELECT id, agent, status, created_at, updated_at, last_seq,
-                    lease_holder, lease_expires_at
-             FROM runs ORDER BY created_at DESC, id DESC LIMIT ?",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(RunRow::decode).collect()
+    async fn query_runs(&self, query: &RunQuery) -> Result<RunPage> {
+        self.select_runs(query).await
+    }
+
+    async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>> {
+        self.select_claimable(query).await
     }
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
@@ -207,6 +203,29 @@ impl EventLog for SqliteStore {
         clear_lease(&mut tx, &lease.run_id).await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn count_runs(&self) -> Result<crate::RunCounts> {
+        // One statement, so one snapshot. A lease is free once its expiry is not after now
+        // (`LeaseInfo::is_live`); stamps of one width compare as times.
+        let rows = sqlx::query_as::<_, (String, i64, i64)>(
+            "SELECT status, COUNT(*),
+                    COALESCE(SUM(status IN ('queued', 'running')
+                                 AND (lease_expires_at IS NULL OR lease_expires_at <= ?)), 0)
+             FROM runs GROUP BY status",
+        )
+        .bind(stamp(self.clock.now()))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut counts = crate::RunCounts::default();
+        for (status, runs, claimable) in rows {
+            let status = super::rows::status(&format!("(any with status `{status}`)"), &status)?;
+            counts
+                .by_status
+                .insert(status, u64::try_from(runs).unwrap_or(0));
+            counts.claimable += u64::try_from(claimable).unwrap_or(0);
+        }
+        Ok(counts)
     }
 }
 

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use toren_protocol::{ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId};
-use toren_store::{EventLog, Lease, Result, RunSummary, SqliteStore, TestClock, conformance};
+use toren_store::{
+    ClaimQuery, EventLog, Lease, Result, RunPage, RunQuery, RunSummary, SqliteStore, TestClock,
+    conformance,
+};
 
 use super::common::{temp_store_with_clock, url_in};
 
@@ -56,6 +59,10 @@ check_with_clock_on_fresh_file!(
     tokens_strictly_increase,
     ended_runs_cannot_be_leased,
     approvals_need_no_lease,
+    runs_are_filtered_by_status_and_agent,
+    pages_neither_skip_nor_repeat_while_runs_are_created,
+    claimable_runs_are_free_unfinished_and_oldest_first,
+    runs_are_counted_by_status_and_claimability,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -158,6 +165,14 @@ impl EventLog for Alternating {
         self.pick().list_runs(limit).await
     }
 
+    async fn query_runs(&self, query: &RunQuery) -> Result<RunPage> {
+        self.pick().query_runs(query).await
+    }
+
+    async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>> {
+        self.pick().claimable_runs(query).await
+    }
+
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
         self.pick().decide_approval(run_id, decision).await
     }
@@ -188,5 +203,9 @@ impl EventLog for Alternating {
 
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         self.pick().release_lease(lease).await
+    }
+
+    async fn count_runs(&self) -> Result<toren_store::RunCounts> {
+        self.pick().count_runs().await
     }
 }

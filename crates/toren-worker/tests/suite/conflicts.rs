@@ -68,6 +68,20 @@ impl EventLog for ConflictOnce {
         self.inner.list_runs(limit).await
     }
 
+    async fn query_runs(
+        &self,
+        query: &toren_store::RunQuery,
+    ) -> toren_store::Result<toren_store::RunPage> {
+        self.inner.query_runs(query).await
+    }
+
+    async fn claimable_runs(
+        &self,
+        query: &toren_store::ClaimQuery,
+    ) -> toren_store::Result<Vec<RunSummary>> {
+        self.inner.claimable_runs(query).await
+    }
+
     async fn decide_approval(
         &self,
         run_id: &RunId,
@@ -111,6 +125,9 @@ impl EventLog for ConflictOnce {
 
     async fn release_lease(&self, lease: &Lease) -> toren_store::Result<()> {
         self.inner.release_lease(lease).await
+    }
+    async fn count_runs(&self) -> toren_store::Result<toren_store::RunCounts> {
+        self.inner.count_runs().await
     }
 }
 

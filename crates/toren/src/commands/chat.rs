@@ -276,7 +276,7 @@ impl Chat {
                 say!("the turn failed: {}", visible_lines(&output));
                 Ok(TurnEnd::Done)
             }
-            Ok(Outcome::Interrupted) => Ok(TurnEnd::Stopped),
+            Ok(Outcome::Interrupted | Outcome::AwaitingApproval { .. }) => Ok(TurnEnd::Stopped),
             Err(error) => {
                 say!(
                     "the turn stopped: {}; `toren chat {}` resumes it",

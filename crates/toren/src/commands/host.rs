@@ -194,7 +194,8 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
             };
             (status.to_string(), output, code)
         }
-        Outcome::Interrupted => {
+        // This host waits for decisions itself (it does not park approvals).
+        Outcome::Interrupted | Outcome::AwaitingApproval { .. } => {
             printer::interrupted(run_id);
             ("interrupted".to_owned(), String::new(), INTERRUPTED)
         }

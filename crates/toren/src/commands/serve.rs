@@ -1,92 +1,131 @@
-//! `toren serve`: the HTTP API on `TOREN_API_ADDR` and a pool of in-process workers that
-//! claim queued or abandoned runs (whose lease is gone, expired or held by a dead
-//! process) and drive them, at most `--workers` at once. SIGTERM or Ctrl-C stops claiming,
-//! interrupts the runs being driven (they stay resumable: the next `toren serve` picks
-//! them up) and exits 0.
+//! `toren serve`: the HTTP API on `TOREN_API_ADDR` and a pool of in-process workers
+//! (`pool`) that claim queued or abandoned runs and drive them, at most `--workers` at
+//! once. The first SIGTERM or Ctrl-C stops claiming and lets the tool and model calls
+//! under way finish and be journaled, for at most `--shutdown-timeout`; then (or at a
+//! second signal) what still runs is stopped. Leases are released, the runs stay
+//! resumable (the next `toren serve` picks them up), and the process exits 0.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+mod pool;
+mod tokens;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use toren_channel::Channels;
-use toren_config::Settings;
-use toren_protocol::RunId;
+use toren_config::{QueueChoice, Settings};
 use toren_runtime::RunService;
 use toren_sandbox::SandboxBackend;
-use toren_server::{AppState, Token};
+use toren_server::{AppState, Metrics};
 use toren_tools::{ToolSettings, Toolkit};
-use toren_worker::{Worker, WorkerConfig, holder};
+use toren_worker::{Observers, Worker, WorkerConfig, holder};
 
 use crate::cli::ServeArgs;
 use crate::commands::sandbox;
 use crate::exit::Failure;
 use crate::wiring;
 
-/// How many of the newest runs each claim pass looks at.
-const CLAIM_SCAN: u32 = 500;
-/// How long open connections (event streams) may hold up the exit after a signal.
+/// How long open connections (event streams) may hold up the exit once the runs stopped.
 const CLOSE_CONNECTIONS: Duration = Duration::from_secs(5);
 
 #[expect(clippy::print_stderr, reason = "the address is for the operator")]
 pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
-    let addr = settings.api_addr;
-    let Some(token) = settings.api_token.clone() else {
-        return Err(Failure::usage(anyhow!(
-            "set TOREN_API_TOKEN: the API needs a bearer token{}",
-            if addr.ip().is_loopback() {
-                ""
-            } else {
-                ", above all on a non-loopback address"
-            }
-        )));
-    };
+    match settings.queue {
+        // The store's own queue: the pool below claims from it.
+        QueueChoice::Local => {}
+    }
+    let (tokens, source) = tokens::tokens(&settings)?;
     let service = wiring::service_for(&settings).await?;
-    let stop = CancellationToken::new();
+    let drain = CancellationToken::new();
+    let halt = CancellationToken::new();
     let mut tasks = JoinSet::new();
-    let backends = backends(&settings, &service, &stop, &mut tasks).await?;
-    let worker = Arc::new(worker(&settings, &service, backends));
+    let backends = backends(&settings, &service, &drain, &mut tasks).await?;
+    let metrics = Metrics::new();
+    let holder = holder::this_process();
+    let worker = Arc::new(worker(
+        &settings,
+        &service,
+        backends.clone(),
+        &metrics,
+        &holder,
+    ));
+    let addr = settings.api_addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (TOREN_API_ADDR)"))
         .map_err(Failure::usage)?;
     let local = listener.local_addr().map_err(Failure::failed)?;
     eprintln!(
-        "toren serve: listening on http://{local} ({} workers)",
-        args.workers
+        "toren serve: listening on http://{local} ({} workers, sandbox: {})",
+        args.workers,
+        backends.first().map_or("none", |b| b.name())
     );
+    match &source {
+        tokens::Source::Configured(n) => eprintln!("toren serve: {n} API token(s) configured"),
+        tokens::Source::Generated(path) => eprintln!(
+            "toren serve: API token in {} (send `Authorization: Bearer $(cat {})`)",
+            path.display(),
+            path.display()
+        ),
+    }
 
     let app = toren_server::app(AppState {
         service: service.clone(),
         agents_dir: settings.agents_dir.clone(),
-        tokens: Arc::new(vec![Token {
-            name: "api".to_owned(),
-            secret: token.expose().to_owned(),
-        }]),
+        tokens: Arc::new(tokens),
+        metrics: metrics.clone(),
+        backends: backends.clone(),
     });
-    let signals = tokio::spawn(stop_on_signal(stop.clone()));
-    tasks.spawn(claim(
+    let signals = tokio::spawn(on_signals(
+        drain.clone(),
+        halt.clone(),
+        args.shutdown_timeout,
+    ));
+    let pool = pool::Pool {
         service,
         worker,
-        args.workers,
-        settings.approval_poll,
-        stop.clone(),
-    ));
-    let graceful = stop.clone().cancelled_owned();
-    let server = axum::serve(listener, app).with_graceful_shutdown(graceful);
-    let closed = async {
-        stop.cancelled().await;
-        tokio::time::sleep(CLOSE_CONNECTIONS).await;
+        slots: args.workers,
+        poll: settings.approval_poll,
+        backends: backends.iter().map(|b| b.name().to_owned()).collect(),
+        holder,
+        metrics,
     };
-    tokio::select! {
-        result = server => result.context("the API server failed").map_err(Failure::failed)?,
-        () = closed => tracing::info!("closed the connections still open"),
+    let mut pool = tokio::spawn(pool.run(drain.clone(), halt.clone()));
+    let mut server = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(drain.clone().cancelled_owned())
+            .into_future(),
+    );
+    let served = tokio::select! {
+        served = &mut server => Some(served),
+        _ = drain.cancelled() => None,
+    };
+    if let Some(served) = served {
+        // The server stopped before any signal: that is a failure, not a shutdown.
+        drain.cancel();
+        halt.cancel();
+        let _ = pool.await;
+        return match served {
+            Ok(Ok(())) => Err(Failure::failed(anyhow!("the API server stopped"))),
+            Ok(Err(e)) => Err(Failure::failed(anyhow!(e).context("the API server failed"))),
+            Err(e) => Err(Failure::failed(anyhow!("the API server failed: {e}"))),
+        };
     }
-    stop.cancel();
+    tracing::info!("stopping: no new runs are claimed; the calls under way finish");
+    if let Err(e) = (&mut pool).await {
+        tracing::warn!("the worker pool ended badly: {e}");
+    }
+    halt.cancel();
+    if tokio::time::timeout(CLOSE_CONNECTIONS, &mut server)
+        .await
+        .is_err()
+    {
+        tracing::info!("closed the connections still open");
+        server.abort();
+    }
     while let Some(done) = tasks.join_next().await {
         if let Err(e) = done {
             tracing::warn!("a serve task ended badly: {e}");
@@ -97,7 +136,8 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// The backend of the operator's `TOREN_SANDBOX`, checked now (and, for docker, its reaper).
+/// The backend of the operator's `TOREN_SANDBOX`, checked now (and, for docker, its
+/// reaper, until `stop`).
 async fn backends(
     settings: &Settings,
     service: &RunService,
@@ -123,6 +163,8 @@ fn worker(
     settings: &Settings,
     service: &RunService,
     backends: Vec<Arc<dyn SandboxBackend>>,
+    metrics: &Metrics,
+    holder: &str,
 ) -> Worker {
     Worker::new(WorkerConfig {
         store: Arc::clone(service.store()),
@@ -130,121 +172,28 @@ fn worker(
         backends,
         toolkit: Toolkit::new(ToolSettings::default()),
         env: Arc::new(wiring::env_lookup),
-        // The API's followers get every event at once and the streamed text.
-        observer: Arc::new(service.notifier().clone()),
+        // The API's followers get every event at once and the streamed text; `/metrics`
+        // counts and times what the workers do.
+        observer: Arc::new(Observers(vec![
+            Arc::new(service.notifier().clone()),
+            Arc::new(metrics.clone()),
+        ])),
         // Decisions come through the store (the API, `toren approve`).
         approver: None,
         max_tokens: settings.max_tokens,
         approval_poll: settings.approval_poll,
-        holder: holder::this_process(),
+        holder: holder.to_owned(),
         lease_ttl: settings.lease_ttl,
     })
     .with_history(Arc::new(service.clone()))
     .with_channels(Arc::new(Channels::new()))
+    // A run that waits for a person holds no slot: the decision makes it claimable.
+    .parking_approvals()
 }
 
-/// Claims resumable runs, oldest first, and drives each on its own task, at most
-/// `workers` at once, until `stop` fires; then waits for the runs being driven to stop.
-async fn claim(
-    service: RunService,
-    worker: Arc<Worker>,
-    workers: usize,
-    poll: Duration,
-    stop: CancellationToken,
-) {
-    let slots = Arc::new(Semaphore::new(workers));
-    // Runs driven now, and runs this process cannot drive (logged once, not retried).
-    let active: Arc<Mutex<HashSet<RunId>>> = Arc::default();
-    let failed: Arc<Mutex<HashSet<RunId>>> = Arc::default();
-    let mut driving = JoinSet::new();
-    while workers > 0 && !stop.is_cancelled() {
-        let claimed = claim_one(
-            &service,
-            &worker,
-            &slots,
-            &active,
-            &failed,
-            &stop,
-            &mut driving,
-        )
-        .await;
-        if !claimed {
-            tokio::select! {
-                () = stop.cancelled() => {}
-                () = tokio::time::sleep(poll) => {}
-                Some(_) = driving.join_next(), if !driving.is_empty() => {}
-            }
-        }
-    }
-    while driving.join_next().await.is_some() {}
-}
-
-/// Claims one run if a slot is free and a run is waiting; whether it did.
-async fn claim_one(
-    service: &RunService,
-    worker: &Arc<Worker>,
-    slots: &Arc<Semaphore>,
-    active: &Arc<Mutex<HashSet<RunId>>>,
-    failed: &Arc<Mutex<HashSet<RunId>>>,
-    stop: &CancellationToken,
-    driving: &mut JoinSet<()>,
-) -> bool {
-    let Ok(slot) = Arc::clone(slots).try_acquire_owned() else {
-        return false;
-    };
-    let runs = match service.list(CLAIM_SCAN).await {
-        Ok(runs) => runs,
-        Err(e) => {
-            tracing::warn!("cannot list the runs to claim: {e}");
-            return false;
-        }
-    };
-    let skip = |id: &RunId| {
-        let busy = active.lock().is_ok_and(|a| a.contains(id));
-        busy || failed.lock().is_ok_and(|f| f.contains(id))
-    };
-    for run in runs.iter().rev() {
-        if !RunService::is_resumable(run) || skip(&run.id) {
-            continue;
-        }
-        // Another process may claim it first: then it is skipped.
-        let Ok(lease) = worker.acquire(&run.id).await else {
-            continue;
-        };
-        let id = run.id.clone();
-        if let Ok(mut a) = active.lock() {
-            a.insert(id.clone());
-        }
-        tracing::info!(run_id = %id, "claimed");
-        let (worker, active, failed, stop) = (
-            Arc::clone(worker),
-            Arc::clone(active),
-            Arc::clone(failed),
-            stop.clone(),
-        );
-        driving.spawn(async move {
-            let outcome = worker.drive(lease, &stop).await;
-            match outcome {
-                Ok(outcome) => tracing::info!(run_id = %id, ?outcome, "run stopped"),
-                Err(e) => {
-                    tracing::warn!(run_id = %id, "cannot drive the run: {e}");
-                    if let Ok(mut f) = failed.lock() {
-                        f.insert(id.clone());
-                    }
-                }
-            }
-            if let Ok(mut a) = active.lock() {
-                a.remove(&id);
-            }
-            drop(slot);
-        });
-        return true;
-    }
-    false
-}
-
-/// Fires `stop` on the first Ctrl-C or SIGTERM.
-async fn stop_on_signal(stop: CancellationToken) {
+/// The first Ctrl-C or SIGTERM fires `drain`; `halt` follows `timeout` later, or at once
+/// on a second signal.
+async fn on_signals(drain: CancellationToken, halt: CancellationToken, timeout: Duration) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut interrupt), Ok(mut terminate)) = (
         signal(SignalKind::interrupt()),
@@ -257,5 +206,13 @@ async fn stop_on_signal(stop: CancellationToken) {
         _ = interrupt.recv() => {}
         _ = terminate.recv() => {}
     }
-    stop.cancel();
+    drain.cancel();
+    tokio::select! {
+        _ = interrupt.recv() => tracing::info!("second signal: stopping what still runs"),
+        _ = terminate.recv() => tracing::info!("second signal: stopping what still runs"),
+        () = tokio::time::sleep(timeout) => {
+            tracing::info!(?timeout, "shutdown timeout: stopping what still runs");
+        }
+    }
+    halt.cancel();
 }

@@ -23,8 +23,12 @@ struct Server {
 
 impl Server {
     fn start(toren: &Toren) -> Self {
+        Self::start_with(toren, &["--workers", "2"])
+    }
+
+    fn start_with(toren: &Toren, args: &[&str]) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut child = toren.spawn(&["serve", "--workers", "2"]);
+        let mut child = toren.spawn(&[&["serve"], args].concat());
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -214,15 +218,60 @@ async fn a_run_left_by_a_killed_server_is_completed_by_the_next_one() {
 }
 
 #[test]
-fn serve_refuses_to_start_without_a_token() {
-    for addr in ["127.0.0.1:0", "0.0.0.0:0"] {
-        let toren = Toren::new().env("TOREN_API_ADDR", addr);
-        let out = toren.run(&["serve"]);
-        assert_eq!(out.status.code(), Some(2), "{addr}");
+fn serve_refuses_a_non_loopback_address_without_a_token() {
+    let toren = Toren::new().env("TOREN_API_ADDR", "0.0.0.0:0");
+    let out = toren.run(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TOREN_API_TOKEN"), "{stderr}");
+    assert!(!stderr.contains("listening"), "{stderr}");
+}
+
+#[test]
+fn serve_refuses_a_queue_it_does_not_have_naming_the_one_it_has() {
+    for queue in ["postgres", "sqs"] {
+        let out = home().env("TOREN_QUEUE", queue).run(&["serve"]);
+        assert_eq!(out.status.code(), Some(2), "{queue}");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("TOREN_API_TOKEN"), "{stderr}");
+        assert!(
+            stderr.contains("TOREN_QUEUE") && stderr.contains("`local`"),
+            "{stderr}"
+        );
         assert!(!stderr.contains("listening"), "{stderr}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_loopback_without_a_token_serve_makes_one_only_its_owner_can_read() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let toren = Toren::new().env("TOREN_API_ADDR", "127.0.0.1:0");
+    let server = Server::start(&toren);
+    let path = toren.dir.path().join("toren").join("api-token");
+    let token = std::fs::read_to_string(&path).unwrap().trim().to_owned();
+    assert!(token.len() >= 32, "{token}");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let get = |token: &str| {
+        server
+            .client
+            .get(format!("{}/runs", server.base))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(get(&token).await.unwrap().status().as_u16(), 200);
+    assert_eq!(get(TOKEN).await.unwrap().status().as_u16(), 401);
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+
+    // The next start keeps the same token.
+    let again = Server::start(&toren);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap().trim(),
+        token,
+        "the token changed"
+    );
+    again.signal("-TERM");
+    assert_eq!(again.wait_exit(), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,7 +327,54 @@ async fn a_bash_call_approved_over_the_api_runs_and_records_who_decided() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_mid_run_exits_0_and_leaves_the_run_resumable() {
+async fn sigterm_lets_the_command_under_way_finish_then_exits_0() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"touch started; sleep 1; echo ok > done.txt; echo finished\"}\n  - text: \"all done\"\n",
+    );
+    toren.agent(
+        "steady",
+        "name: steady\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let first = Server::start(&toren);
+    let run = first.create("steady").await;
+    let workspace = toren.workspace(&run);
+    first
+        .wait_events(&run, "the command started", |_| {
+            workspace.join("started").exists()
+        })
+        .await;
+    first.signal("-TERM");
+    assert_eq!(first.wait_exit(), Some(0));
+
+    // The command ran to its end and its result is journaled; the run stopped there.
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("done.txt")).unwrap(),
+        "ok\n"
+    );
+    let events = toren.events(&run);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "tool_completed", "{events:?}");
+    assert_eq!(last["output"], "finished\n[exit code: 0]", "{last}");
+    let view = toren.show(&run);
+    assert_eq!(view["resumable"], true, "{view}");
+
+    // The next server asks for the answer only: the command does not run again.
+    let second = Server::start(&toren);
+    second.wait_completed(&run).await;
+    let starts = toren
+        .event_types(&run)
+        .iter()
+        .filter(|t| *t == "tool_started")
+        .count();
+    assert_eq!(starts, 1);
+    second.signal("-TERM");
+    assert_eq!(second.wait_exit(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_past_the_shutdown_timeout_stops_the_command_and_leaves_the_run_resumable() {
     let toren = home();
     toren.file(
         "s.yaml",
@@ -288,7 +384,7 @@ async fn sigterm_mid_run_exits_0_and_leaves_the_run_resumable() {
         "slow",
         "name: slow\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
     );
-    let first = Server::start(&toren);
+    let first = Server::start_with(&toren, &["--shutdown-timeout", "200ms"]);
     let run = first.create("slow").await;
     let workspace = toren.workspace(&run);
     first
@@ -379,6 +475,251 @@ async fn a_two_turn_session_over_the_api_and_its_file_downloaded() {
         .unwrap();
     assert_eq!(run_file.bytes().await.unwrap().as_ref(), b"from turn one\n");
 
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+}
+
+/// `approval_requested` is in the run's log.
+async fn wait_requested(server: &Server, run: &str) {
+    server
+        .wait_events(run, "approval_requested", |e| {
+            e.iter().any(|e| e["type"] == "approval_requested")
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_approval_holds_no_worker_and_survives_sigkill() {
+    let toren = home();
+    toren.file(
+        "ask.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo yes > approved.txt\"}\n  - text: \"approved and done\"\n",
+    );
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/ask.yaml\nsandbox: true\n",
+    );
+    toren.file(
+        "free-script.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo free > free.txt\"}\n  - text: \"free done\"\n",
+    );
+    toren.agent(
+        "free",
+        "name: free\nmodel: scripted/free-script.yaml\nsandbox:\n  approval: never\n",
+    );
+    // One worker: while the first run waits for a person, the second still runs.
+    let first = Server::start_with(&toren, &["--workers", "1"]);
+    let waiting = first.create("careful").await;
+    wait_requested(&first, &waiting).await;
+    let other = first.create("free").await;
+    first.wait_completed(&other).await;
+    let view = first.get(&format!("/runs/{waiting}")).await;
+    assert_eq!(view["status"], "awaiting_approval", "{view}");
+
+    first.signal("-KILL");
+    assert_eq!(first.wait_exit(), None, "killed by a signal");
+
+    let second = Server::start_with(&toren, &["--workers", "1"]);
+    let approvals = second.get(&format!("/runs/{waiting}/approvals")).await;
+    let call = approvals["pending"][0]["call_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{approvals}"))
+        .to_owned();
+    let (status, body) = second
+        .post(
+            &format!("/runs/{waiting}/approvals/{call}"),
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    second.wait_completed(&waiting).await;
+    assert_eq!(
+        std::fs::read_to_string(toren.workspace(&waiting).join("approved.txt")).unwrap(),
+        "yes\n"
+    );
+    let types = toren.event_types(&waiting);
+    assert_eq!(
+        types.iter().filter(|t| *t == "approval_requested").count(),
+        1,
+        "{types:?}"
+    );
+    second.signal("-TERM");
+    assert_eq!(second.wait_exit(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_record_the_name_of_the_token_and_json_logs_never_show_it() {
+    let secret = "0123456789abcdef-ada-secret";
+    let toren = Toren::new().env("TOREN_API_ADDR", "127.0.0.1:0");
+    let tokens = toren.file(
+        "tokens",
+        &format!("# clients\nada:{secret}\nci:{TOKEN}-ci-bot\n"),
+    );
+    let toren = toren.env("TOREN_API_TOKENS_FILE", tokens.to_str().unwrap());
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"true\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/s.yaml\nsandbox: true\n",
+    );
+    let mut child = toren.spawn(&["serve", "--log-format", "json"]);
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let base = loop {
+        let line = rx.recv_timeout(WAIT).expect("toren serve says its address");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = Server {
+        child,
+        base,
+        client: reqwest::Client::new(),
+    };
+    let as_ada = |r: reqwest::RequestBuilder| r.bearer_auth(secret);
+    let created: Value = as_ada(server.client.post(format!("{}/runs", server.base)))
+        .json(&json!({"agent": "careful", "input": "go"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = created["id"].as_str().unwrap().to_owned();
+    // The other token works too; a token that is not in the file does not.
+    let other = server
+        .client
+        .get(format!("{}/runs/{run}", server.base))
+        .bearer_auth(format!("{TOKEN}-ci-bot"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 200);
+    let deadline = Instant::now() + WAIT;
+    let call = loop {
+        let approvals: Value = as_ada(
+            server
+                .client
+                .get(format!("{}/runs/{run}/approvals", server.base)),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+        if let Some(call) = approvals["pending"][0]["call_id"].as_str() {
+            break call.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no approval asked: {approvals}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let decided = as_ada(
+        server
+            .client
+            .post(format!("{}/runs/{run}/approvals/{call}", server.base)),
+    )
+    .json(&json!({"decision": "approve"}))
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(decided.status().as_u16(), 200);
+    let deadline = Instant::now() + WAIT;
+    while toren.show(&run)["status"] != "completed" {
+        assert!(Instant::now() < deadline, "not completed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let events = toren.events(&run);
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "approval_decided")
+        .unwrap();
+    assert_eq!(
+        (&decided["by"], &decided["via"]),
+        (&json!("ada"), &json!("api"))
+    );
+
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+    let lines: Vec<String> = rx.try_iter().collect();
+    let logs: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    assert!(
+        logs.iter().any(|l| l["target"] == "toren::access"
+            && l["fields"]["path"] == format!("/runs/{run}/approvals/{call}")
+            && l["fields"]["status"] == 200),
+        "no access log line: {lines:#?}"
+    );
+    assert!(
+        logs.iter()
+            .any(|l| l["span"]["run_id"] == run.as_str() && l["fields"]["message"] == "claimed"),
+        "no run line with its run_id: {lines:#?}"
+    );
+    let all = lines.join("\n");
+    assert!(!all.contains(secret) && !all.contains(TOKEN), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_while_a_turn_runs_becomes_the_next_turn_when_it_ends() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"touch started; while [ ! -f go ]; do sleep 0.02; done\"}\n  - text: \"first\"\n  - text: \"second\"\n",
+    );
+    toren.agent(
+        "chatty",
+        "name: chatty\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let server = Server::start(&toren);
+    let (status, session) = server
+        .post("/sessions", json!({"agent": "chatty", "name": "talk"}))
+        .await;
+    assert_eq!(status, 201, "{session}");
+    let (_, first) = server
+        .post("/sessions/talk/messages", json!({"text": "one"}))
+        .await;
+    let first_run = first["run"]["id"].as_str().unwrap().to_owned();
+    // The session's workspace, as its first turn's pinned policy records it.
+    let workspace = std::path::PathBuf::from(
+        toren.events(&first_run)[0]["policy"]["workspace"]
+            .as_str()
+            .unwrap(),
+    );
+    server
+        .wait_events(&first_run, "the first turn's command", |_| {
+            workspace.join("started").exists()
+        })
+        .await;
+    let (status, queued) = server
+        .post("/sessions/talk/messages", json!({"text": "two"}))
+        .await;
+    assert_eq!(status, 202, "{queued}");
+    assert_eq!(queued["queued"], true, "{queued}");
+
+    std::fs::write(workspace.join("go"), "").unwrap();
+    server.wait_completed(&first_run).await;
+    let deadline = Instant::now() + WAIT;
+    let second_run = loop {
+        let view = server.get("/sessions/talk").await;
+        if let Some(run) = view["turns"][1]["run_id"].as_str() {
+            break run.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no second turn: {view}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    server.wait_completed(&second_run).await;
+    let events = toren.events(&second_run);
+    assert_eq!(events[0]["input"], "two", "{:?}", events[0]);
     server.signal("-TERM");
     assert_eq!(server.wait_exit(), Some(0));
 }

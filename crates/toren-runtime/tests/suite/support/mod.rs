@@ -69,6 +69,8 @@ pub(crate) struct Options {
     pub(crate) models: Option<Arc<dyn ModelFactory>>,
     /// Whether streamed text is shared with other processes (through `<home>/streams`).
     pub(crate) streams: bool,
+    /// Whether the worker lets go of runs that wait for a human (as `toren serve`'s do).
+    pub(crate) park_approvals: bool,
 }
 
 impl Default for Options {
@@ -78,6 +80,7 @@ impl Default for Options {
             lease_ttl: Duration::from_secs(30),
             models: None,
             streams: false,
+            park_approvals: false,
         }
     }
 }
@@ -151,6 +154,11 @@ impl Home {
             holder: holder.clone(),
             lease_ttl: options.lease_ttl,
         });
+        let worker = if options.park_approvals {
+            worker.parking_approvals()
+        } else {
+            worker
+        };
         Self {
             dir,
             root,

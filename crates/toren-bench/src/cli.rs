@@ -1,0 +1,107 @@
+//! The command line: `toren-bench [--quick] api-load [options]`. Each benchmark is a
+//! subcommand; `--quick` shrinks every one to a load that only proves it still runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "toren-bench", version, about = "Toren's benchmark programs")]
+pub(crate) struct Cli {
+    /// A small load that checks the benchmark runs (for the test command), not its figures.
+    #[arg(long, global = true)]
+    pub(crate) quick: bool,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Creates runs of a scripted agent through `toren serve`'s HTTP API and measures
+    /// `POST /runs`, the time until all have completed and the server's memory; checks
+    /// every run's log.
+    ApiLoad(ApiLoadArgs),
+}
+
+/// Where a run's bash call runs (`TOREN_SANDBOX` of the server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SandboxKind {
+    /// bubblewrap: the agent's run makes one bash call, then answers.
+    Local,
+    /// No sandbox: the agent has no tools and only answers (the API, queue and journal
+    /// without any process spawned).
+    None,
+}
+
+impl SandboxKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::None => "none",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ApiLoadArgs {
+    /// How many runs to create [default: 500; 20 with --quick].
+    #[arg(long)]
+    runs: Option<usize>,
+    /// `toren serve --workers N`: how many runs the server drives at once.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// How many clients post runs at the same time.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// The server's sandbox backend.
+    #[arg(long, value_enum, default_value_t = SandboxKind::Local)]
+    sandbox: SandboxKind,
+    /// The `toren` binary [default: `toren` beside this program, e.g. target/release/toren].
+    #[arg(long)]
+    toren: Option<PathBuf>,
+    /// Where to write the figures as JSON [default: target/toren-bench/api-load.json].
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// How long all runs may take to end, in seconds, before the stuck ones are listed.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// How often the run list is polled for statuses, in milliseconds.
+    #[arg(long, default_value_t = 250)]
+    poll_ms: u64,
+    /// Keep the temporary TOREN_HOME (its database and workspaces) and say where it is.
+    #[arg(long)]
+    keep_home: bool,
+}
+
+/// [`ApiLoadArgs`] with the defaults that depend on `--quick` filled in.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiLoad {
+    pub(crate) quick: bool,
+    pub(crate) runs: usize,
+    pub(crate) workers: usize,
+    pub(crate) concurrency: usize,
+    pub(crate) sandbox: SandboxKind,
+    pub(crate) toren: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
+    pub(crate) timeout: Duration,
+    pub(crate) poll: Duration,
+    pub(crate) keep_home: bool,
+}
+
+impl ApiLoadArgs {
+    pub(crate) fn resolve(self, quick: bool) -> ApiLoad {
+        ApiLoad {
+            quick,
+            runs: self.runs.unwrap_or(if quick { 20 } else { 500 }),
+            workers: self.workers,
+            concurrency: self.concurrency.max(1),
+            sandbox: self.sandbox,
+            toren: self.toren,
+            json: self.json,
+            timeout: Duration::from_secs(self.timeout),
+            poll: Duration::from_millis(self.poll_ms.max(1)),
+            keep_home: self.keep_home,
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! A run's approvals as a front door shows them: every `approval_requested` of its log,
+//! with the `approval_decided` that answered it, if any. Read from the events alone (a
+//! pure fold, [`approvals_of`]); the rules are the store's: a decision answers the latest
+//! request of its call id, and a request the run ended without answering stays unanswered.
+
+use jiff::Timestamp;
+use toren_protocol::{Event, EventKind, RunId, RunStatus};
+
+use crate::{Result, RunService};
+
+/// One approval a run asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Approval {
+    pub call_id: String,
+    pub tool: String,
+    /// What the person was shown: exactly the command that runs if approved.
+    pub command: String,
+    /// The attempt of the call it is for (more than 1 when an interrupted call asks again).
+    pub attempt: u32,
+    /// The `at` of its `approval_requested`.
+    pub requested_at: Timestamp,
+    pub state: ApprovalState,
+}
+
+/// Where an approval stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApprovalState {
+    /// Nobody has answered and the run waits for it.
+    Pending,
+    /// Answered (the first decision, which stands).
+    Decided(Decided),
+    /// The run ended (cancelled, failed) before anyone answered; it can no longer be.
+    Unanswered,
+}
+
+/// A recorded decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decided {
+    pub approved: bool,
+    pub by: String,
+    pub via: String,
+    pub reason: Option<String>,
+    /// The `at` of its `approval_decided`.
+    pub decided_at: Timestamp,
+}
+
+/// Every approval in `events` (one run's log, in order), oldest first.
+pub fn approvals_of(events: &[Event]) -> Vec<Approval> {
+    let mut approvals: Vec<Approval> = Vec::new();
+    let mut ended = false;
+    for event in events {
+        match &event.kind {
+            EventKind::ApprovalRequested(request) => approvals.push(Approval {
+                call_id: request.call_id.clone(),
+                tool: request.tool.clone(),
+                command: request.command.clone(),
+                attempt: request.attempt,
+                requested_at: event.at,
+                state: ApprovalState::Pending,
+            }),
+            EventKind::ApprovalDecided(decision) => {
+                // The latest request of the call id (older logs may reuse an id).
+                if let Some(approval) = approvals
+                    .iter_mut()
+                    .rev()
+                    .find(|a| a.call_id == decision.call_id)
+                    && approval.state == ApprovalState::Pending
+                {
+                    approval.state = ApprovalState::Decided(Decided {
+                        approved: decision.approved,
+                        by: decision.by.clone(),
+                        via: decision.via.clone(),
+                        reason: decision.reason.clone(),
+                        decided_at: event.at,
+                    });
+                }
+            }
+            other => ended |= other.status_after().is_some_and(RunStatus::is_terminal),
+        }
+    }
+    if ended {
+        for approval in &mut approvals {
+            if approval.state == ApprovalState::Pending {
+                approval.state = ApprovalState::Unanswered;
+            }
+        }
+    }
+    approvals
+}
+
+impl RunService {
+    /// Every approval `run` asked for, pending, decided or left unanswered, oldest first.
+    /// An unknown run is [`toren_store::Error::RunNotFound`].
+    pub async fn approvals(&self, run: &RunId) -> Result<Vec<Approval>> {
+        let events = self.store().read(run, 0).await?;
+        Ok(approvals_of(&events))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use toren_protocol::{
+        ApprovalDecided, ApprovalRequested, EVENT_FORMAT_VERSION, RunCancelled, ToolStarted,
+    };
+
+    use super::*;
+
+    fn event(seq: u64, kind: EventKind) -> Event {
+        Event {
+            run_id: "run_a".parse().unwrap(),
+            seq,
+            at: Timestamp::from_second(1_700_000_000 + seq as i64).unwrap(),
+            v: EVENT_FORMAT_VERSION,
+            kind,
+        }
+    }
+
+    fn request(call: &str, command: &str, attempt: u32) -> EventKind {
+        EventKind::ApprovalRequested(ApprovalRequested {
+            call_id: call.into(),
+            tool: "bash".into(),
+            command: command.into(),
+            attempt,
+        })
+    }
+
+    fn decide(call: &str, approved: bool) -> EventKind {
+        EventKind::ApprovalDecided(ApprovalDecided {
+            call_id: call.into(),
+            approved,
+            by: "ana".into(),
+            via: "api".into(),
+            reason: (!approved).then(|| "not that".into()),
+        })
+    }
+
+    fn at(seq: u64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + seq as i64).unwrap()
+    }
+
+    fn approval(
+        call: &str,
+        command: &str,
+        attempt: u32,
+        seq: u64,
+        state: ApprovalState,
+    ) -> Approval {
+        Approval {
+            call_id: call.into(),
+            tool: "bash".into(),
+            command: command.into(),
+            attempt,
+            requested_at: at(seq),
+            state,
+        }
+    }
+
+    fn decided(approved: bool, seq: u64) -> ApprovalState {
+        ApprovalState::Decided(Decided {
+            approved,
+            by: "ana".into(),
+            via: "api".into(),
+            reason: (!approved).then(|| "not that".into()),
+            decided_at: at(seq),
+        })
+    }
+
+    #[test]
+    fn requests_with_their_decisions_and_the_one_pending() {
+        let events = vec![
+            event(1, request("c1", "ls", 1)),
+            event(2, decide("c1", true)),
+            event(
+                3,
+                EventKind::ToolStarted(ToolStarted {
+                    call_id: "c1".into(),
+                    tool: "bash".into(),
+                    attempt: 1,
+                }),
+            ),
+            event(4, request("c1", "ls", 2)),
+            event(5, decide("c1", false)),
+            event(6, request("c2", "rm -rf build", 1)),
+        ];
+        assert_eq!(
+            approvals_of(&events),
+            vec![
+                approval("c1", "ls", 1, 1, decided(true, 2)),
+                approval("c1", "ls", 2, 4, decided(false, 5)),
+                approval("c2", "rm -rf build", 1, 6, ApprovalState::Pending),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_request_the_run_ended_without_answering_is_unanswered() {
+        let events = vec![
+            event(1, request("c1", "make", 1)),
+            event(
+                2,
+                EventKind::RunCancelled(RunCancelled {
+                    reason: "enough".into(),
+                    by: None,
+                    via: None,
+                }),
+            ),
+        ];
+        assert_eq!(
+            approvals_of(&events),
+            vec![approval("c1", "make", 1, 1, ApprovalState::Unanswered)]
+        );
+        assert_eq!(approvals_of(&events[..1])[0].state, ApprovalState::Pending);
+    }
+}
