@@ -215,11 +215,16 @@ impl Worker {
             // The state machine decides again from what was folded.
             return Ok(());
         }
-        let executed = self
-            .config
-            .toolkit
-            .execute_with(sandbox.as_ref(), &call, run.channel.as_ref())
-            .await;
+        // Every line logged while the tool runs names its call (and, from the caller's
+        // span, its run).
+        let span = tracing::info_span!("tool", call_id = %call.id, tool = %call.name);
+        let executed = tracing::Instrument::instrument(
+            self.config
+                .toolkit
+                .execute_with(sandbox.as_ref(), &call, run.channel.as_ref()),
+            span,
+        )
+        .await;
         let (outcome, delivered) = match executed {
             Ok(executed) => (executed.outcome, executed.delivered),
             Err(e) => {

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
         // One object per line, with the fields of the spans it is in (run_id, call_id).
         logs.json()
             .with_current_span(true)
-            .with_span_list(false)
+            .with_span_list(true)
             .init();
     } else {
         logs.init();

@@ -723,3 +723,59 @@ async fn a_message_sent_while_a_turn_runs_becomes_the_next_turn_when_it_ends() {
     server.signal("-TERM");
     assert_eq!(server.wait_exit(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_session_over_the_api_removes_its_container() {
+    let toren = home().env("TOREN_SANDBOX", "docker");
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo kept > kept.txt\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "boxed",
+        "name: boxed\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let containers = || {
+        let out = toren.run(&["sandbox", "list", "--json"]);
+        assert_eq!(out.status.code(), Some(0));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let server = Server::start(&toren);
+    let (status, session) = server
+        .post("/sessions", json!({"agent": "boxed", "name": "boxed-talk"}))
+        .await;
+    assert_eq!(status, 201, "{session}");
+    let (_, sent) = server
+        .post("/sessions/boxed-talk/messages", json!({"text": "go"}))
+        .await;
+    let run = sent["run"]["id"].as_str().unwrap().to_owned();
+    server.wait_completed(&run).await;
+    // A session keeps its container between turns.
+    assert_eq!(
+        containers().as_array().unwrap().len(),
+        1,
+        "{}",
+        containers()
+    );
+
+    let deleted = server
+        .client
+        .delete(format!("{}/sessions/boxed-talk", server.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 200);
+    assert_eq!(
+        containers(),
+        json!([]),
+        "the session's container is still there"
+    );
+    let workspace = toren.events(&run)[0]["policy"]["workspace"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(std::path::Path::new(&workspace).join("kept.txt").exists());
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+}
