@@ -1,6 +1,7 @@
 //! The HTTP API of `toren serve`, as an [`axum::Router`] over the run service: create,
-//! get, list and cancel runs, read their events as JSON or follow them as Server-Sent
-//! Events, and decide their approvals; sessions and their turns; workspace files
+//! get, list (`listing`: filters and cursor pages) and cancel runs, read their events as
+//! JSON or follow them as Server-Sent Events, and see and decide their approvals; sessions
+//! and their turns, with one stream of all their events (`session_events`); workspace files
 //! (`files`); Prometheus metrics (`metrics`). Every route but `/healthz`, `/readyz` and `/openapi.json` needs a bearer
 //! token; every error is an `application/problem+json` document without internals. Each
 //! route is documented where its handler is (`#[utoipa::path]`), and [`openapi()`] is the
