@@ -334,3 +334,28 @@ async fn readyz_needs_no_token_and_says_503_when_the_store_does_not_answer() {
     let alive = home.call("GET", "/healthz", None, None).await;
     assert_eq!(alive.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn readyz_says_503_naming_the_sandbox_backend_when_it_cannot_open_sandboxes() {
+    let mut home = Home::new().await;
+    // bubblewrap where there is none: the local backend cannot open a sandbox.
+    let broken = toren_sandbox::LocalBackend::new(toren_sandbox::LocalSettings {
+        sandbox_root: home.dir.path().join("sandboxes"),
+        bwrap: Some(home.dir.path().join("no-bwrap-here")),
+    });
+    home.state.backends = vec![std::sync::Arc::new(broken)];
+    let down = home.call("GET", "/readyz", None, None).await;
+    assert_eq!(
+        down.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        down.text()
+    );
+    assert_eq!(down.content_type(), "application/problem+json");
+    assert!(
+        down.json()["detail"].as_str().unwrap().contains("local"),
+        "{}",
+        down.text()
+    );
+    assert!(!down.text().contains(home.dir.path().to_str().unwrap()));
+}

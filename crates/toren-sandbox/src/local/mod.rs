@@ -227,13 +227,6 @@ impl SandboxBackend for LocalBackend {
                 searched: format!("`{}`", bwrap.display()),
             });
         }
-        let root = &self.settings.sandbox_root;
-        if !root.is_dir() {
-            return Err(Error::io(
-                format!("the sandbox root `{}` is gone", root.display()),
-                std::io::Error::from(std::io::ErrorKind::NotFound),
-            ));
-        }
         Ok(())
     }
 }

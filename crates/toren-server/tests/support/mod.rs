@@ -51,7 +51,7 @@ impl Reply {
 
 pub(crate) struct Home {
     pub(crate) dir: TempDir,
-    state: AppState,
+    pub(crate) state: AppState,
     worker: Arc<Worker>,
     sqlite: Arc<SqliteStore>,
 }
