@@ -211,3 +211,59 @@ impl Run {
         Vec::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use toren_protocol::{RunCompleted, SandboxProvisioned};
+
+    use super::*;
+
+    fn event(run: &RunId, kind: EventKind) -> Event {
+        Event {
+            run_id: run.clone(),
+            seq: 2,
+            at: jiff::Timestamp::UNIX_EPOCH,
+            v: 1,
+            kind,
+        }
+    }
+
+    fn provisioned(backend: &str, instance: &str) -> EventKind {
+        EventKind::SandboxProvisioned(SandboxProvisioned {
+            backend: backend.to_owned(),
+            instance: instance.to_owned(),
+            workspace: "/srv/ws".to_owned(),
+        })
+    }
+
+    #[test]
+    fn a_run_holds_one_sandbox_until_it_ends() {
+        let (mut runs, now, run) = (Runs::default(), Instant::now(), RunId::new());
+        let mut see = |kind| runs.event(&event(&run, kind), now);
+        assert_eq!(
+            see(provisioned("docker", "c1")),
+            vec![Observed::SandboxOpened("docker".into())]
+        );
+        assert_eq!(
+            see(provisioned("docker", "c2")),
+            vec![],
+            "a recreated container replaces the first"
+        );
+        assert_eq!(
+            see(provisioned("local", "/srv/ws")),
+            vec![
+                Observed::SandboxClosed("docker".into()),
+                Observed::SandboxOpened("local".into())
+            ]
+        );
+        let end = EventKind::RunCompleted(RunCompleted {
+            output: "done".into(),
+        });
+        assert_eq!(
+            see(end.clone()),
+            vec![Observed::SandboxClosed("local".into())]
+        );
+        assert_eq!(see(end), vec![], "closed once");
+        assert!(runs.0.is_empty(), "an ended run is forgotten");
+    }
+}
