@@ -22,13 +22,17 @@ use crate::runs::run_id;
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
+/// The largest seq there can be (the store keeps seqs as 64-bit signed integers), so the
+/// largest `after` and `Last-Event-ID` the document allows.
+const MAX_SEQ: u64 = i64::MAX.unsigned_abs();
+
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
     /// `json` for the journaled events as one JSON array; none (or `sse`) for Server-Sent
     /// Events.
-    #[param(value_type = Option<Format>)]
+    #[param(value_type = Option<Format>, inline)]
     format: Option<String>,
     /// The seq to start after (as `Last-Event-ID`, for clients that cannot set headers).
     after: Option<u64>,
@@ -39,9 +43,9 @@ pub(crate) struct EventsQuery {
 #[schema(rename_all = "lowercase")]
 #[expect(
     dead_code,
-    reason = "a schema only: the handler matches the query's text"
+    reason = "a schema only: the handlers match the query's text"
 )]
-enum Format {
+pub(crate) enum Format {
     Json,
     Sse,
 }
@@ -56,6 +60,7 @@ enum Format {
 #[utoipa::path(
     get,
     path = "/runs/{id}/events",
+    operation_id = "run_events",
     tag = "events",
     params(
         ("id" = String, Path, description = "The run's id"),
@@ -65,7 +70,7 @@ enum Format {
     responses(
         (status = 200, description = "The events", content(
             (Vec<crate::openapi::Event> = "application/json"),
-            (String = "text/event-stream"),
+            (crate::openapi::ServerSentEvent = "text/event-stream"),
         )),
         (status = 400, description = "A query parameter or `Last-Event-ID` is not valid"),
         (status = 404, description = "No such run"),
@@ -81,6 +86,12 @@ pub(crate) async fn events(
     let run = run_id(&id)?;
     // An unknown run is a 404 before any stream starts.
     state.service.summary(&run).await?;
+    if query.after.is_some_and(|after| after > MAX_SEQ) {
+        return Err(Problem::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            format!("`after` must be the seq of an event (0 to {MAX_SEQ})"),
+        ));
+    }
     let last_event_id = match headers.get("last-event-id") {
         None => None,
         Some(value) => Some(
@@ -88,6 +99,7 @@ pub(crate) async fn events(
                 .to_str()
                 .ok()
                 .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|seq| *seq <= MAX_SEQ)
                 .ok_or_else(|| {
                     Problem::new(
                         axum::http::StatusCode::BAD_REQUEST,

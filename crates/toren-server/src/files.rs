@@ -30,6 +30,7 @@ pub(crate) const FILE_LIMIT: u64 = 10 * 1024 * 1024;
 #[schema(as = FileEntry)]
 struct Entry {
     name: String,
+    #[schema(inline)]
     kind: Kind,
     /// In bytes.
     size: u64,
@@ -67,6 +68,7 @@ enum RootResponses {
 #[utoipa::path(
     get,
     path = "/runs/{id}/files",
+    operation_id = "run_files",
     tag = "files",
     params(("id" = String, Path, description = "The run's id")),
     responses(
@@ -85,6 +87,7 @@ pub(crate) async fn run_root(
 #[utoipa::path(
     get,
     path = "/runs/{id}/files/",
+    operation_id = "run_files_slash",
     tag = "files",
     params(("id" = String, Path, description = "The run's id")),
     responses(
@@ -103,6 +106,7 @@ pub(crate) async fn run_root_slash(
 #[utoipa::path(
     get,
     path = "/runs/{id}/files/{*path}",
+    operation_id = "run_file",
     tag = "files",
     params(
         ("id" = String, Path, description = "The run's id"),
@@ -129,6 +133,7 @@ pub(crate) async fn run_file(
 #[utoipa::path(
     get,
     path = "/sessions/{id}/files",
+    operation_id = "session_files",
     tag = "files",
     params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
     responses(
@@ -147,6 +152,7 @@ pub(crate) async fn session_root(
 #[utoipa::path(
     get,
     path = "/sessions/{id}/files/",
+    operation_id = "session_files_slash",
     tag = "files",
     params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
     responses(
@@ -165,6 +171,7 @@ pub(crate) async fn session_root_slash(
 #[utoipa::path(
     get,
     path = "/sessions/{id}/files/{*path}",
+    operation_id = "session_file",
     tag = "files",
     params(
         ("id" = String, Path, description = "The session's id (`ses_…`) or name"),

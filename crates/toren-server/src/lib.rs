@@ -125,6 +125,7 @@ struct Health {
 #[utoipa::path(
     get,
     path = "/healthz",
+    operation_id = "healthz",
     tag = "service",
     responses((status = 200, description = "The server is up", body = Health))
 )]
@@ -158,6 +159,7 @@ async fn access_log(
 #[utoipa::path(
     get,
     path = "/readyz",
+    operation_id = "readyz",
     tag = "service",
     responses(
         (status = 200, description = "The store answers and the sandbox backend is usable", body = Health),

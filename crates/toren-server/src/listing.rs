@@ -25,6 +25,17 @@ const STATUSES: [RunStatus; 6] = [
     RunStatus::Cancelled,
 ];
 
+/// One `status=` value, as [`parse`] reads it: statuses separated by commas, each may be
+/// padded with spaces; an empty one names none.
+#[derive(utoipa::ToSchema)]
+#[schema(
+    value_type = String,
+    pattern = r"^\s*(?:(?:queued|running|awaiting_approval|completed|failed|cancelled)\s*)?(?:,\s*(?:(?:queued|running|awaiting_approval|completed|failed|cancelled)\s*)?)*$",
+    example = "completed,failed"
+)]
+#[expect(dead_code, reason = "a schema only: `parse` reads the text")]
+pub(crate) struct StatusFilter(String);
+
 /// `GET /runs?…` read: the store's query (its limit clamped to 1..=[`MAX_LIMIT`]).
 pub(crate) fn parse(pairs: &[(String, String)]) -> Result<RunQuery, Problem> {
     let bad = |detail: String| Problem::new(StatusCode::BAD_REQUEST, detail);

@@ -275,6 +275,7 @@ impl Observer for Metrics {
 #[utoipa::path(
     get,
     path = "/metrics",
+    operation_id = "metrics",
     tag = "service",
     responses(
         (

@@ -31,7 +31,7 @@ pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
         title = "Toren",
         description = "The HTTP API of `toren serve`: runs of LLM agents (created queued for the server's workers), their journaled events as JSON or Server-Sent Events, their approvals, sessions of turns, and the files of their workspaces. Every route but `/healthz`, `/readyz` and `/openapi.json` needs `Authorization: Bearer <token>`; every error is `application/problem+json`.",
     ),
-    components(schemas(Problem, Event)),
+    components(schemas(Problem, Event, ServerSentEvent, crate::listing::StatusFilter)),
     tags(
         (name = "runs", description = "Runs: create, read, list, cancel, approvals"),
         (name = "events", description = "A run's journaled events, as JSON or Server-Sent Events"),
@@ -110,6 +110,7 @@ fn openapi_text() -> &'static str {
 #[utoipa::path(
     get,
     path = "/openapi.json",
+    operation_id = "openapi",
     tag = "service",
     responses((status = 200, description = "The API's OpenAPI 3.1 document", content_type = "application/json", body = Object))
 )]
@@ -194,6 +195,46 @@ impl PartialSchema for Event {
 impl ToSchema for Event {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("Event")
+    }
+}
+
+/// One Server-Sent Event of an event stream, as a client's parser reads it: `id` (a
+/// journaled event's position), `event` (its type) and `data` (the event as JSON, the
+/// `Event` schema). The streamed assistant text comes as `event: text` with `data`
+/// `{"text": …}` and no id of its own.
+pub(crate) struct ServerSentEvent;
+
+impl PartialSchema for ServerSentEvent {
+    fn schema() -> RefOr<Schema> {
+        let string = |description: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(description))
+        };
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some(
+                "An SSE event: `id` the journaled event's position (a run's `seq`; a session's `<turn>:<seq>`), `event` its type (or `text` for streamed text), `data` the event as JSON (the `Event` schema; `{\"text\": …}` for text).",
+            ))
+            .property(
+                "id",
+                string("The position of the last journaled event: the value of `Last-Event-ID` to resume after it")
+                    .pattern(Some("^[0-9]+(:[0-9]+)?$")),
+            )
+            .property("event", string("The event's type, or `text`"))
+            .property(
+                "data",
+                string("The event as JSON").content_media_type("application/json"),
+            )
+            .required("event")
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for ServerSentEvent {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("ServerSentEvent")
     }
 }
 

@@ -26,7 +26,7 @@ const VIA: &str = "api";
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateRun {
     /// The name of an agent of the server's agents directory (`TOREN_AGENTS`).
-    #[schema(example = "hello")]
+    #[schema(example = "hello", pattern = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
     agent: String,
     /// The task: the run's first user message.
     input: String,
@@ -43,12 +43,12 @@ pub(crate) struct CreateRun {
 pub(crate) struct ListQuery {
     /// Only runs in these statuses: repeat the parameter or separate them with commas
     /// (`status=completed,failed`); none: any status.
-    #[param(value_type = Option<Vec<crate::openapi::RunStatusSchema>>, style = Form, explode = true)]
+    #[param(value_type = Option<Vec<crate::listing::StatusFilter>>, style = Form, explode = true)]
     status: Option<Vec<String>>,
     /// Only runs of the agent with this name.
     agent: Option<String>,
-    /// How many runs, newest first (default 50; more than 1000 is taken as 1000).
-    #[param(minimum = 1)]
+    /// How many runs, newest first (default 50; more than 1000 is taken as 1000, 0 as 1).
+    #[param(value_type = Option<u64>, minimum = 0, maximum = 4294967295.0)]
     limit: Option<u32>,
     /// Where the page starts: the `next_cursor` of the page before (opaque).
     cursor: Option<String>,
@@ -285,10 +285,13 @@ fn actor(caller: &Caller) -> Actor {
 #[utoipa::path(
     post,
     path = "/runs",
+    operation_id = "create_run",
     tag = "runs",
     request_body = CreateRun,
     responses(
-        (status = 202, description = "The run, queued", body = RunBody),
+        (status = 202, description = "The run, queued", body = RunBody, links(
+            ("files" = (operation_id = "run_file", parameters(("id" = "$response.body#/id")), description = "A file of its workspace")),
+        )),
         (status = 400, description = "The body is not JSON"),
         (status = 404, description = "No agent of that name"),
         (status = 409, description = "The run cannot be made now"),
@@ -321,6 +324,7 @@ pub(crate) fn holder() -> String {
 #[utoipa::path(
     get,
     path = "/runs/{id}",
+    operation_id = "get_run",
     tag = "runs",
     params(("id" = String, Path, description = "The run's id")),
     responses(
@@ -346,6 +350,7 @@ pub(crate) async fn get(
 #[utoipa::path(
     get,
     path = "/runs",
+    operation_id = "list_runs",
     tag = "runs",
     params(ListQuery),
     responses(
@@ -375,6 +380,7 @@ pub(crate) async fn list(
 #[utoipa::path(
     post,
     path = "/runs/{id}/cancel",
+    operation_id = "cancel_run",
     tag = "runs",
     params(("id" = String, Path, description = "The run's id")),
     responses(
@@ -398,6 +404,7 @@ pub(crate) async fn cancel(
 #[utoipa::path(
     get,
     path = "/runs/{id}/approvals",
+    operation_id = "run_approvals",
     tag = "runs",
     params(("id" = String, Path, description = "The run's id")),
     responses(
@@ -429,6 +436,7 @@ pub(crate) async fn approvals(
 #[utoipa::path(
     post,
     path = "/runs/{id}/approvals/{call}",
+    operation_id = "decide_approval",
     tag = "runs",
     params(
         ("id" = String, Path, description = "The run's id"),

@@ -36,9 +36,11 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 pub(crate) struct SessionEventsQuery {
     /// `json` for the journaled events of every turn as one JSON array; none (or `sse`)
     /// for Server-Sent Events.
+    #[param(value_type = Option<crate::events::Format>, inline)]
     format: Option<String>,
     /// The `<turn>:<seq>` to start after (as `Last-Event-ID`, for clients that cannot set
     /// headers).
+    #[param(pattern = "^[1-9][0-9]{0,8}:[0-9]{1,19}$")]
     after: Option<String>,
 }
 
@@ -80,16 +82,17 @@ impl Position {
 #[utoipa::path(
     get,
     path = "/sessions/{id}/events",
+    operation_id = "session_events",
     tag = "events",
     params(
         ("id" = String, Path, description = "The session's id (`ses_…`) or name"),
-        ("Last-Event-ID" = Option<String>, Header, description = "The `<turn>:<seq>` of the last event seen: the stream resumes after it"),
+        ("Last-Event-ID" = Option<String>, Header, pattern = "^[1-9][0-9]{0,8}:[0-9]{1,19}$", description = "The `<turn>:<seq>` of the last event seen: the stream resumes after it"),
         SessionEventsQuery,
     ),
     responses(
         (status = 200, description = "The events", content(
             (Vec<crate::openapi::Event> = "application/json"),
-            (String = "text/event-stream"),
+            (crate::openapi::ServerSentEvent = "text/event-stream"),
         )),
         (status = 400, description = "A query parameter or `Last-Event-ID` is not valid"),
         (status = 404, description = "No such session"),

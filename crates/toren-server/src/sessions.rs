@@ -23,10 +23,11 @@ use crate::runs::{RunBody, agent, holder};
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateSession {
     /// The name of an agent of the server's agents directory (`TOREN_AGENTS`).
-    #[schema(example = "hello")]
+    #[schema(example = "hello", pattern = "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")]
     agent: String,
     /// Its name (letters, digits, `-`, `_`, `.`; up to 64; not starting with `.`); one is
     /// made up when none is given.
+    #[schema(pattern = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$")]
     name: Option<String>,
 }
 
@@ -166,10 +167,13 @@ pub(crate) async fn find_session(state: &AppState, key: &str) -> Result<Session,
 #[utoipa::path(
     post,
     path = "/sessions",
+    operation_id = "create_session",
     tag = "sessions",
     request_body = CreateSession,
     responses(
-        (status = 201, description = "The session", body = SessionBody),
+        (status = 201, description = "The session", body = SessionBody, links(
+            ("files" = (operation_id = "session_file", parameters(("id" = "$response.body#/id")), description = "A file of its workspace")),
+        )),
         (status = 400, description = "The body is not JSON"),
         (status = 404, description = "No agent of that name"),
         (status = 409, description = "A session of that name exists"),
@@ -195,6 +199,7 @@ pub(crate) async fn create(
 #[utoipa::path(
     get,
     path = "/sessions",
+    operation_id = "list_sessions",
     tag = "sessions",
     responses((status = 200, description = "Every session", body = SessionList))
 )]
@@ -208,6 +213,7 @@ pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<SessionLi
 #[utoipa::path(
     get,
     path = "/sessions/{id}",
+    operation_id = "get_session",
     tag = "sessions",
     params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
     responses(
@@ -244,6 +250,7 @@ pub(crate) async fn get(
 #[utoipa::path(
     post,
     path = "/sessions/{id}/messages",
+    operation_id = "send_message",
     tag = "sessions",
     params(("id" = String, Path, description = "The session's id (`ses_…`) or name")),
     request_body = Message,
@@ -303,6 +310,7 @@ async fn sent_body(state: &AppState, sent: Sent) -> Result<SentBody, Problem> {
 #[utoipa::path(
     delete,
     path = "/sessions/{id}",
+    operation_id = "delete_session",
     tag = "sessions",
     params(
         ("id" = String, Path, description = "The session's id (`ses_…`) or name"),

@@ -4,6 +4,8 @@
 //! `application/problem+json`, request bodies closed to unknown members — which the
 //! schemathesis check (`scripts/schemathesis`) then holds the running server to.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use axum::http::StatusCode;
@@ -167,4 +169,58 @@ async fn a_method_a_path_does_not_have_is_405_with_allow_and_a_problem() {
     allowed.sort_unstable();
     assert_eq!(allowed, ["GET", "HEAD", "POST"]);
     assert_eq!(reply.json()["status"], 405);
+}
+
+#[test]
+fn operation_ids_are_unique() {
+    let doc = document();
+    let mut ids: Vec<String> = operations(&doc)
+        .into_iter()
+        .map(|(path, method, operation)| {
+            operation["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path} has an operationId"))
+                .to_owned()
+        })
+        .collect();
+    let all = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), all, "{ids:?}");
+}
+
+#[tokio::test]
+async fn a_seq_beyond_the_documented_int64_is_refused_and_the_largest_is_taken() {
+    let home = Home::new().await;
+    home.agent("hello", "turns:\n  - text: \"hi\"\n", false);
+    let id = home.create("hello", "go").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let largest = i64::MAX;
+    let taken = home
+        .get(&format!("/runs/{id}/events?format=json&after={largest}"))
+        .await;
+    assert_eq!(taken.status, StatusCode::OK, "{}", taken.text());
+    assert_eq!(taken.json(), serde_json::json!([]));
+
+    let beyond = u64::try_from(largest).unwrap() + 1;
+    let refused = home
+        .get(&format!("/runs/{id}/events?format=json&after={beyond}"))
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        refused.text()
+    );
+    assert_eq!(refused.content_type(), "application/problem+json");
+    // Even beside a Last-Event-ID that would have been used instead.
+    let beside = home
+        .get_with_last_event_id(
+            &format!("/runs/{id}/events?format=json&after={beyond}"),
+            Some("0"),
+        )
+        .await;
+    assert_eq!(beside.status, StatusCode::BAD_REQUEST, "{}", beside.text());
 }
