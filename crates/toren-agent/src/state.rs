@@ -126,7 +126,7 @@ impl RunState {
             history_len: history.len(),
             messages,
             turns: 0,
-            status: RunStatus::Running,
+            status: RunStatus::Queued,
             last_seq: first.seq,
             sandbox: None,
             output: None,

@@ -89,17 +89,21 @@ impl EventKind {
     /// The run status after this event, or `None` if the event leaves it unchanged.
     pub fn status_after(&self) -> Option<RunStatus> {
         match self {
-            Self::RunCreated(_) | Self::ApprovalDecided(_) => Some(RunStatus::Running),
+            // Created, nothing done yet: it waits for a worker.
+            Self::RunCreated(_) => Some(RunStatus::Queued),
             Self::ApprovalRequested(_) => Some(RunStatus::AwaitingApproval),
             Self::RunCompleted(_) => Some(RunStatus::Completed),
             Self::RunFailed(_) => Some(RunStatus::Failed),
             Self::RunCancelled(_) => Some(RunStatus::Cancelled),
-            Self::ModelResponded(_)
+            // A worker did something: the run runs (these never come while it awaits a
+            // decision, and nothing comes after its end).
+            Self::ApprovalDecided(_)
+            | Self::ModelResponded(_)
             | Self::ToolStarted(_)
             | Self::ToolCompleted(_)
             | Self::SandboxProvisioned(_)
             | Self::ContextCompacted(_)
-            | Self::MessageDelivered(_) => None,
+            | Self::MessageDelivered(_) => Some(RunStatus::Running),
         }
     }
 }

@@ -60,7 +60,7 @@ async fn a_created_run_is_queued_and_listed_newest_first() {
     assert_eq!(first.status, StatusCode::ACCEPTED);
     let first = first.json();
     assert_eq!(first["agent"], "quick");
-    assert_eq!(first["status"], "running");
+    assert_eq!(first["status"], "queued");
     assert!(first["created_at"].is_string());
     let id = first["id"].as_str().unwrap().to_owned();
 

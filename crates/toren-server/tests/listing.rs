@@ -58,8 +58,9 @@ async fn runs_are_filtered_by_status_and_agent() {
             vec![&cancelled, &done],
         ),
         ("/runs?agent=quick", vec![&queued, &cancelled, &done]),
-        ("/runs?agent=other&status=running", vec![&theirs]),
-        ("/runs?agent=quick&status=running", vec![&queued]),
+        ("/runs?agent=other&status=queued", vec![&theirs]),
+        ("/runs?agent=quick&status=queued", vec![&queued]),
+        ("/runs?status=running", vec![]),
         ("/runs?status=awaiting_approval", vec![]),
         ("/runs?agent=nobody", vec![]),
     ] {

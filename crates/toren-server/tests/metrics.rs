@@ -142,9 +142,14 @@ fn runs_by_status(metrics: &Scrape) -> BTreeMap<Vec<String>, f64> {
     metrics.by_labels("toren_runs")
 }
 
-fn statuses(running: f64, awaiting: f64, completed: f64) -> BTreeMap<Vec<String>, f64> {
+fn statuses(
+    queued: f64,
+    running: f64,
+    awaiting: f64,
+    completed: f64,
+) -> BTreeMap<Vec<String>, f64> {
     [
-        ("queued", 0.0),
+        ("queued", queued),
         ("running", running),
         ("awaiting_approval", awaiting),
         ("completed", completed),
@@ -176,16 +181,16 @@ async fn tool_calls_are_counted_by_tool_and_outcome_and_the_store_gauges_follow_
         .unwrap()
         .to_owned();
 
-    // Created and not claimed yet: running, and in the queue.
+    // Created and not claimed yet: queued.
     let queued = scrape(&home).await;
-    assert_eq!(runs_by_status(&queued), statuses(1.0, 0.0, 0.0));
+    assert_eq!(runs_by_status(&queued), statuses(1.0, 0.0, 0.0, 0.0));
     assert_eq!(queued.value("toren_queue_depth", &[]), 1.0);
     assert_eq!(queued.value("toren_approvals_waiting", &[]), 0.0);
 
     let driving = home.spawn_drive(&id).await;
     let call = home.pending_call(&id).await;
     let waiting = scrape(&home).await;
-    assert_eq!(runs_by_status(&waiting), statuses(0.0, 1.0, 0.0));
+    assert_eq!(runs_by_status(&waiting), statuses(0.0, 0.0, 1.0, 0.0));
     assert_eq!(waiting.value("toren_approvals_waiting", &[]), 1.0);
     // Its driver holds its lease: no other worker may claim it.
     assert_eq!(waiting.value("toren_queue_depth", &[]), 0.0);
@@ -236,7 +241,7 @@ async fn tool_calls_are_counted_by_tool_and_outcome_and_the_store_gauges_follow_
         done.value("toren_model_call_duration_seconds_count", &[]),
         5.0
     );
-    assert_eq!(runs_by_status(&done), statuses(0.0, 0.0, 1.0));
+    assert_eq!(runs_by_status(&done), statuses(0.0, 0.0, 0.0, 1.0));
     assert_eq!(done.value("toren_queue_depth", &[]), 0.0);
     assert_eq!(done.value("toren_approvals_waiting", &[]), 0.0);
     // The sandbox opened for the approved call closed with the run.
@@ -279,7 +284,7 @@ async fn a_call_denied_while_no_worker_watched_is_counted_denied() {
         BTreeMap::new(),
         "a call that never ran is not timed"
     );
-    assert_eq!(runs_by_status(&done), statuses(0.0, 0.0, 1.0));
+    assert_eq!(runs_by_status(&done), statuses(0.0, 0.0, 0.0, 1.0));
 }
 
 #[tokio::test]
@@ -307,7 +312,7 @@ async fn a_sandbox_is_live_while_its_run_runs_a_command_and_closes_when_the_run_
         m.get("toren_sandboxes_live", &[("backend", "local")]) == Some(1.0)
     })
     .await;
-    assert_eq!(runs_by_status(&running), statuses(1.0, 0.0, 0.0));
+    assert_eq!(runs_by_status(&running), statuses(0.0, 1.0, 0.0, 0.0));
     assert_eq!(running.value("toren_queue_depth", &[]), 0.0);
     // Not ended yet: neither counted nor timed.
     assert_eq!(
@@ -336,7 +341,7 @@ async fn a_sandbox_is_live_while_its_run_runs_a_command_and_closes_when_the_run_
         ),
         1.0
     );
-    assert_eq!(runs_by_status(&done), statuses(0.0, 0.0, 1.0));
+    assert_eq!(runs_by_status(&done), statuses(0.0, 0.0, 0.0, 1.0));
 }
 
 #[tokio::test]
@@ -389,7 +394,7 @@ async fn metrics_need_the_token_and_speak_prometheus_text() {
         0.0
     );
     assert_eq!(metrics.value("toren_claim_latency_seconds_count", &[]), 0.0);
-    assert_eq!(runs_by_status(&metrics), statuses(0.0, 0.0, 0.0));
+    assert_eq!(runs_by_status(&metrics), statuses(0.0, 0.0, 0.0, 0.0));
 }
 
 #[tokio::test]

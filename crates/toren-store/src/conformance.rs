@@ -250,9 +250,10 @@ pub async fn stale_append_conflicts_and_writes_nothing(store: &dyn EventLog) {
 pub async fn status_follows_the_events(store: &dyn EventLog) {
     let (run_id, _, lease) = new_run(store, "status").await;
     let status = |s: RunSummary| s.status;
+    // Created and nothing done yet: it waits for a worker.
     assert_eq!(
         status(ok(store.run(&run_id).await, "run")),
-        RunStatus::Running
+        RunStatus::Queued
     );
 
     let steps: Vec<(EventKind, RunStatus)> = vec![
@@ -361,7 +362,7 @@ pub async fn ended_runs_take_no_events(store: &dyn EventLog) {
     );
     assert_eq!(
         ok(store.run(&run_id).await, "run").status,
-        RunStatus::Running
+        RunStatus::Queued
     );
 }
 

@@ -59,7 +59,8 @@ pub async fn runs_are_counted_by_status_and_claimability(store: &dyn EventLog, c
         growth(&before, &after),
         RunCounts {
             by_status: HashMap::from([
-                (RunStatus::Running, 2),
+                // Created, nothing done yet: waiting for a worker.
+                (RunStatus::Queued, 2),
                 (RunStatus::AwaitingApproval, 1),
                 (RunStatus::Completed, 1),
             ]),
@@ -67,7 +68,7 @@ pub async fn runs_are_counted_by_status_and_claimability(store: &dyn EventLog, c
             // others from any worker.
             claimable: 1,
         },
-        "four runs counted by status; only the released running one is claimable"
+        "four runs counted by status; only the released queued one is claimable"
     );
 
     // The expired lease was counted claimable: renewed by its holder, it no longer is.

@@ -65,7 +65,7 @@ pub async fn runs_are_filtered_by_status_and_agent(store: &dyn EventLog, clock: 
         limit: 100,
         after: None,
     };
-    use RunStatus::{AwaitingApproval, Cancelled, Completed, Failed, Running};
+    use RunStatus::{AwaitingApproval, Cancelled, Completed, Failed, Queued};
     let cases: Vec<(RunQuery, Vec<RunId>, &str)> = vec![
         (
             query(&a, &[]),
@@ -89,9 +89,9 @@ pub async fn runs_are_filtered_by_status_and_agent(store: &dyn EventLog, clock: 
         ),
         (query(&b, &[AwaitingApproval]), vec![], "none of b waits"),
         (
-            query(&b, &[Running, Failed]),
+            query(&b, &[Queued, Failed]),
             vec![failed.clone(), running.clone()],
-            "running or failed of b",
+            "queued (created, nothing done yet) or failed of b",
         ),
         (query(&fresh_agent("nobody"), &[]), vec![], "unknown agent"),
     ];
@@ -198,7 +198,7 @@ pub async fn pages_neither_skip_nor_repeat_while_runs_are_created(
     assert_eq!(ids(&exact.runs), all, "the new runs first, then the rest");
     assert_eq!(exact.next, None, "exactly full, nothing after it");
 
-    // Filters hold across pages: one run ends, the running ones page on without it.
+    // Filters hold across pages: one run ends, the queued ones page on without it.
     let (ended, lease) = &created[2];
     ok(
         store.append(lease, 1, vec![run_completed()]).await,
@@ -210,12 +210,12 @@ pub async fn pages_neither_skip_nor_repeat_while_runs_are_created(
         let page = page(
             store,
             RunQuery {
-                statuses: vec![RunStatus::Running],
+                statuses: vec![RunStatus::Queued],
                 agent: Some(agent.clone()),
                 limit: 2,
                 after,
             },
-            "running, by twos",
+            "queued, by twos",
         )
         .await;
         running.extend(ids(&page.runs));
@@ -225,7 +225,7 @@ pub async fn pages_neither_skip_nor_repeat_while_runs_are_created(
         }
     }
     let want: Vec<RunId> = all.into_iter().filter(|id| id != ended).collect();
-    assert_eq!(running, want, "every running run once, newest first");
+    assert_eq!(running, want, "every queued run once, newest first");
 }
 
 pub async fn claimable_runs_are_free_unfinished_and_oldest_first(

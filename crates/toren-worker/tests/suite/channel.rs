@@ -322,5 +322,5 @@ async fn a_bound_run_is_not_driven_where_its_channel_is_missing() {
     // Nothing happened: the run waits, resumable, for a process with the channel.
     assert_eq!(home.events().await.len(), 1);
     let summary = home.store.run(&home.run).await.unwrap();
-    assert_eq!(summary.status, RunStatus::Running);
+    assert_eq!(summary.status, RunStatus::Queued);
 }

@@ -99,9 +99,11 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
             .with_graceful_shutdown(drain.clone().cancelled_owned())
             .into_future(),
     );
+    // A signal first: the server's own graceful end follows from it.
     let served = tokio::select! {
+        biased;
+        () = drain.cancelled() => None,
         served = &mut server => Some(served),
-        _ = drain.cancelled() => None,
     };
     if let Some(served) = served {
         // The server stopped before any signal: that is a failure, not a shutdown.

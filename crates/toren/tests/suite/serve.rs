@@ -725,11 +725,11 @@ async fn a_message_sent_while_a_turn_runs_becomes_the_next_turn_when_it_ends() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_session_over_the_api_removes_its_container() {
+async fn deleting_a_session_over_the_api_removes_the_container_a_killed_server_left() {
     let toren = home().env("TOREN_SANDBOX", "docker");
     toren.file(
         "s.yaml",
-        "turns:\n  - tool_calls:\n      - bash: {command: \"echo kept > kept.txt\"}\n  - text: \"done\"\n",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo kept > kept.txt; while [ ! -f go ]; do sleep 0.05; done\"}\n  - text: \"done\"\n",
     );
     toren.agent(
         "boxed",
@@ -740,17 +740,28 @@ async fn deleting_a_session_over_the_api_removes_its_container() {
         assert_eq!(out.status.code(), Some(0));
         serde_json::from_slice::<Value>(&out.stdout).unwrap()
     };
-    let server = Server::start(&toren);
-    let (status, session) = server
+    let first = Server::start(&toren);
+    let (status, session) = first
         .post("/sessions", json!({"agent": "boxed", "name": "boxed-talk"}))
         .await;
     assert_eq!(status, 201, "{session}");
-    let (_, sent) = server
+    let (_, sent) = first
         .post("/sessions/boxed-talk/messages", json!({"text": "go"}))
         .await;
     let run = sent["run"]["id"].as_str().unwrap().to_owned();
-    server.wait_completed(&run).await;
-    // A session keeps its container between turns.
+    let workspace = std::path::PathBuf::from(
+        toren.events(&run)[0]["policy"]["workspace"]
+            .as_str()
+            .unwrap(),
+    );
+    first
+        .wait_events(&run, "the turn's command", |_| {
+            workspace.join("kept.txt").exists()
+        })
+        .await;
+    first.signal("-KILL");
+    assert_eq!(first.wait_exit(), None, "killed by a signal");
+    // The killed server's container is left behind.
     assert_eq!(
         containers().as_array().unwrap().len(),
         1,
@@ -758,9 +769,19 @@ async fn deleting_a_session_over_the_api_removes_its_container() {
         containers()
     );
 
-    let deleted = server
+    // An API-only server: nobody drives the turn; it is cancelled, then the session goes.
+    let second = Server::start_with(&toren, &["--workers", "0"]);
+    let (status, _) = second.post(&format!("/runs/{run}/cancel"), json!({})).await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        containers().as_array().unwrap().len(),
+        1,
+        "{}",
+        containers()
+    );
+    let deleted = second
         .client
-        .delete(format!("{}/sessions/boxed-talk", server.base))
+        .delete(format!("{}/sessions/boxed-talk", second.base))
         .bearer_auth(TOKEN)
         .send()
         .await
@@ -771,11 +792,7 @@ async fn deleting_a_session_over_the_api_removes_its_container() {
         json!([]),
         "the session's container is still there"
     );
-    let workspace = toren.events(&run)[0]["policy"]["workspace"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(std::path::Path::new(&workspace).join("kept.txt").exists());
-    server.signal("-TERM");
-    assert_eq!(server.wait_exit(), Some(0));
+    assert!(workspace.join("kept.txt").exists(), "the workspace stays");
+    second.signal("-TERM");
+    assert_eq!(second.wait_exit(), Some(0));
 }
