@@ -395,7 +395,10 @@ pub(crate) async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Response, Problem> {
     let run = run_id(&id)?;
-    state.service.cancel(&run, None, &actor(&caller)).await?;
+    let event = state.service.cancel(&run, None, &actor(&caller)).await?;
+    // A run nobody drives here ends without a worker seeing it: /metrics must still let go
+    // of its sandbox (told twice, when a worker also sees it, is harmless).
+    toren_worker::Observer::event(&state.metrics, &event);
     let summary = state.service.summary(&run).await?;
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&summary))).into_response())
 }

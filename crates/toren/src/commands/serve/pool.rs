@@ -124,8 +124,14 @@ impl Pool {
             let Ok(lease) = self.worker.acquire(&run.id).await else {
                 continue;
             };
+            // Claimable since its last event, or since its lease expired if that is later
+            // (a run a stopped driver left).
+            let since = run
+                .lease
+                .as_ref()
+                .map_or(run.updated_at, |l| l.expires_at.max(run.updated_at));
             let waited = jiff::Timestamp::now()
-                .duration_since(run.updated_at)
+                .duration_since(since)
                 .try_into()
                 .unwrap_or(Duration::ZERO);
             self.metrics.claimed(waited);
