@@ -45,18 +45,18 @@ pub(crate) struct ApiDoc;
 /// Applies the API-wide rules to the document collected from the routes: `guarded` (the
 /// operations behind the token) get the bearer requirement and their 401, every operation
 /// its 500, and every error response without content the problem document.
-pub(crate) fn finish(mut public: OpenApi, guarded: OpenApi) -> OpenApi {
-    let mut guarded = guarded;
+pub(crate) fn finish(mut public: OpenApi, mut guarded: OpenApi) -> OpenApi {
+    const UNAUTHORIZED: &str =
+        "no valid `Authorization: Bearer <token>` (the token's name is who the request acts as)";
+    let bearer = vec![SecurityRequirement::new(BEARER, Vec::<String>::new())];
     for item in guarded.paths.paths.values_mut() {
         for operation in operations(item) {
-            operation.security = Some(vec![SecurityRequirement::new(BEARER, Vec::<String>::new())]);
+            operation.security = Some(bearer.clone());
             operation
                 .responses
                 .responses
                 .entry("401".to_owned())
-                .or_insert_with(|| {
-                    response("no valid `Authorization: Bearer <token>` (the token's name is who the request acts as)")
-                });
+                .or_insert_with(|| response(UNAUTHORIZED));
         }
     }
     public.merge(guarded);
