@@ -112,6 +112,7 @@ pub(crate) async fn events(
     match query.format.as_deref() {
         Some("json") => {
             let events = state.service.events(&run, after).await?;
+            let events: Vec<_> = events.into_iter().map(crate::redact::for_client).collect();
             Ok(Json(events).into_response())
         }
         None | Some("sse") => {
@@ -134,6 +135,7 @@ fn stream(follow: Follow) -> impl Stream<Item = Result<SseEvent, Infallible>> {
         let mut follow = follow?;
         match follow.next().await {
             Ok(Some(Followed::Event(event))) => {
+                let event = crate::redact::for_client(*event);
                 let data = serde_json::to_string(&event).unwrap_or_default();
                 let sse = SseEvent::default()
                     .id(event.seq.to_string())

@@ -15,6 +15,7 @@ mod files;
 mod listing;
 mod metrics;
 mod openapi;
+mod redact;
 mod runs;
 mod session_events;
 mod sessions;

@@ -161,7 +161,8 @@ async fn journaled(
         } else {
             0
         };
-        events.extend(service.events(&turn.run_id, after).await?);
+        let turn_events = service.events(&turn.run_id, after).await?;
+        events.extend(turn_events.into_iter().map(crate::redact::for_client));
     }
     Ok(events)
 }
@@ -237,6 +238,7 @@ fn stream(follow: SessionFollow) -> impl Stream<Item = Result<SseEvent, Infallib
     futures::stream::unfold(follow, |mut follow| async move {
         let sse = match follow.next().await? {
             Next::Event(event) => {
+                let event = crate::redact::for_client(*event);
                 let data = serde_json::to_string(&event).unwrap_or_default();
                 SseEvent::default()
                     .id(follow.at.id())

@@ -173,3 +173,25 @@ async fn files_of_an_unknown_run_or_a_run_without_a_workspace_are_404() {
         assert_eq!(r.content_type(), "application/problem+json");
     }
 }
+
+#[tokio::test]
+async fn events_over_the_api_name_no_path_of_the_server() {
+    let home = Home::new().await;
+    let id = finished_run(&home).await;
+    let server_dir = home.dir.path().to_str().unwrap().to_owned();
+    let json = home.get(&format!("/runs/{id}/events?format=json")).await;
+    let sse = home.get(&format!("/runs/{id}/events")).await;
+    for (what, text) in [("json", json.text()), ("sse", sse.text())] {
+        assert!(
+            text.contains("run_created") && text.contains("sandbox_provisioned"),
+            "{what}: {text}"
+        );
+        assert!(
+            !text.contains(&server_dir),
+            "{what} shows a server path: {text}"
+        );
+    }
+    // The workspace is still there for the files routes.
+    let notes = home.get(&format!("/runs/{id}/files/notes.txt")).await;
+    assert_eq!(notes.status, StatusCode::OK);
+}

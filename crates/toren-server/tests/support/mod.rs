@@ -54,6 +54,23 @@ pub(crate) struct Home {
     pub(crate) state: AppState,
     worker: Arc<Worker>,
     sqlite: Arc<SqliteStore>,
+    /// The runs the worker said wait for a decision (told after every other observer saw
+    /// the request).
+    waiting: Arc<Waiting>,
+}
+
+/// Records the runs a worker announced as waiting for a decision.
+#[derive(Default)]
+pub(crate) struct Waiting(std::sync::Mutex<Vec<String>>);
+
+impl toren_worker::Observer for Waiting {
+    fn awaiting_approval(
+        &self,
+        run: &toren_protocol::RunId,
+        _: &toren_protocol::ApprovalRequested,
+    ) {
+        self.0.lock().unwrap().push(run.to_string());
+    }
 }
 
 impl Home {
@@ -79,6 +96,7 @@ impl Home {
         )
         .with_sessions(sqlite.clone());
         let metrics = Metrics::new();
+        let waiting = Arc::new(Waiting::default());
         let local: Arc<dyn toren_sandbox::SandboxBackend> =
             Arc::new(LocalBackend::new(LocalSettings {
                 sandbox_root: root,
@@ -93,6 +111,7 @@ impl Home {
             observer: Arc::new(Observers(vec![
                 Arc::new(service.notifier().clone()),
                 Arc::new(metrics.clone()),
+                Arc::clone(&waiting) as Arc<dyn toren_worker::Observer>,
             ])),
             approver: None,
             max_tokens: 1024,
@@ -116,6 +135,7 @@ impl Home {
             state,
             worker: Arc::new(worker),
             sqlite,
+            waiting,
         }
     }
 
@@ -297,7 +317,12 @@ impl Home {
         let deadline = Instant::now() + WAIT;
         loop {
             let pending = self.get(&format!("/runs/{run}/approvals")).await.json();
-            if let Some(call) = pending["pending"][0]["call_id"].as_str() {
+            let announced = self.waiting.0.lock().unwrap().iter().any(|r| r == run);
+            // In the log, and every observer of the worker was told (a test that stops the
+            // driver now leaves nothing half-seen).
+            if let Some(call) = pending["pending"][0]["call_id"].as_str()
+                && announced
+            {
                 return call.to_owned();
             }
             assert!(
