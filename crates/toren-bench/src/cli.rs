@@ -60,7 +60,8 @@ pub(crate) struct ApiLoadArgs {
     /// The `toren` binary [default: `toren` beside this program, e.g. target/release/toren].
     #[arg(long)]
     toren: Option<PathBuf>,
-    /// Where to write the figures as JSON [default: target/toren-bench/api-load.json].
+    /// Where to write the figures as JSON [default: target/toren-bench/api-load.json, or
+    /// api-load-quick.json with --quick].
     #[arg(long)]
     json: Option<PathBuf>,
     /// How long all runs may take to end, in seconds, before the stuck ones are listed.

@@ -1,5 +1,5 @@
 //! The load's HTTP client: `POST /runs` timed from sending to the whole answer read,
-//! the run list with every status (following `next_cursor` when the server pages it), and
+//! the runs that have not ended (`GET /runs?status=…`, following `next_cursor`), and
 //! a run's journaled events (`?format=json`). Any answer but the documented one is an
 //! error naming the route and the status.
 
@@ -32,7 +32,7 @@ pub(crate) struct Listed {
 #[derive(Deserialize)]
 struct Page {
     runs: Vec<Listed>,
-    /// Present once the server pages its list.
+    /// Where the next page starts; none on the last page.
     #[serde(default)]
     next_cursor: Option<String>,
 }
@@ -87,12 +87,16 @@ impl Api {
         Ok((created.id, took))
     }
 
-    /// Every run the server lists, following its pages.
-    pub(crate) async fn list(&self) -> anyhow::Result<Vec<Listed>> {
+    /// Every run the server lists that has not ended (`?status=` the statuses that are
+    /// not terminal), following its pages.
+    pub(crate) async fn unfinished(&self) -> anyhow::Result<Vec<Listed>> {
         let mut runs = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let mut url = format!("{}/runs?limit={PAGE}", self.base);
+            let mut url = format!(
+                "{}/runs?status=queued,running,awaiting_approval&limit={PAGE}",
+                self.base
+            );
             if let Some(cursor) = &cursor {
                 url.push_str("&cursor=");
                 url.push_str(&encode(cursor));

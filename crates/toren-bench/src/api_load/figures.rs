@@ -106,6 +106,12 @@ struct Figures {
     run_latency_ms: Option<Spread>,
     /// A run's `run_created` to its next event: queued until a worker claimed it.
     queue_wait_ms: Option<Spread>,
+    /// A run's first step to its final event: how long a worker drove it.
+    driving_ms: Option<Spread>,
+    /// The share of the worker slots' time spent driving runs, from the first run's first
+    /// step to the last run's end: near 100% means the workers were never idle (the
+    /// claim loop is not what bounds the completion time).
+    slots_busy_pct: Option<f64>,
     /// `tool_started` to `tool_completed`.
     tool_call_ms: Option<Spread>,
     /// One `GET /runs` poll (all pages).
@@ -189,6 +195,8 @@ fn figures(m: &Measured<'_>) -> Figures {
         ended_per_s: all_ended.map(|d| created as f64 / d.as_secs_f64().max(f64::EPSILON)),
         run_latency_ms: spread(&|t| span(t.created, t.ended?)),
         queue_wait_ms: spread(&|t| span(t.created, t.first_step?)),
+        driving_ms: spread(&|t| span(t.first_step?, t.ended?)),
+        slots_busy_pct: slots_busy(&times, m.args.workers),
         tool_call_ms: spread(&|t| {
             let (started, completed) = t.call?;
             span(started, completed)
@@ -196,6 +204,20 @@ fn figures(m: &Measured<'_>) -> Figures {
         list_poll_ms: Spread::of(&m.waited.polls),
         polls: m.waited.polls.len(),
     }
+}
+
+/// The percentage of `workers` slots' time between the first claim and the last end that
+/// runs were being driven.
+fn slots_busy(times: &[RunTimes], workers: usize) -> Option<f64> {
+    let first = times.iter().filter_map(|t| t.first_step).min()?;
+    let last = times.iter().filter_map(|t| t.ended).max()?;
+    let window = Duration::try_from(last.duration_since(first)).ok()?;
+    let busy: Duration = times
+        .iter()
+        .filter_map(|t| Duration::try_from(t.ended?.duration_since(t.first_step?)).ok())
+        .sum();
+    let capacity = window.as_secs_f64() * workers as f64;
+    (capacity > 0.0).then(|| 100.0 * busy.as_secs_f64() / capacity)
 }
 
 fn server(m: &Measured<'_>) -> ServerFigures {
@@ -217,7 +239,7 @@ fn server(m: &Measured<'_>) -> ServerFigures {
 }
 
 fn correctness(m: &Measured<'_>) -> Correctness {
-    let count = |status: RunStatus| m.waited.statuses.values().filter(|s| **s == status).count();
+    let count = |status: RunStatus| m.checked.iter().filter(|c| c.ended == Some(status)).count();
     let mut problems: Vec<String> = m
         .created
         .iter()
@@ -292,7 +314,13 @@ fn table(o: &Outcome, m: &Measured<'_>) -> Table {
         },
     );
     t.row("run latency (created → ended)", spread(f.run_latency_ms));
-    t.row("queue wait (created → claimed)", spread(f.queue_wait_ms));
+    t.row("queue wait (created → first step)", spread(f.queue_wait_ms));
+    t.row("driving (first step → ended)", spread(f.driving_ms));
+    t.row(
+        "worker slots busy",
+        f.slots_busy_pct
+            .map_or_else(|| "-".to_owned(), |p| format!("{p:.0}%")),
+    );
     t.row("bash call (started → completed)", spread(f.tool_call_ms));
     t.row(
         "GET /runs poll",

@@ -14,7 +14,7 @@ mod client;
 mod figures;
 mod server;
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -58,7 +58,7 @@ pub(crate) async fn run(args: ApiLoad) -> anyhow::Result<Verdict> {
         toren_bin::profile(&toren),
         toren.display()
     ));
-    let server = Server::start(&toren, &home, args.sandbox, args.workers).await?;
+    let mut server = Server::start(&toren, &home, args.sandbox, args.workers).await?;
     let api = Api::new(&server.base, TOKEN)?;
     let (stop_sampling, sampler) = sample_until_stopped(server.pid());
 
@@ -82,10 +82,10 @@ pub(crate) async fn run(args: ApiLoad) -> anyhow::Result<Verdict> {
     let _ = stop_sampling.send(());
     let sampled = sampler.await.unwrap_or_default();
     let last = server.sample().unwrap_or_default();
-    let warnings = server.warnings();
-    let tail = server.tail();
     let startup = server.startup;
     let exit = server.stop(STOP).await;
+    let warnings = server.warnings();
+    let tail = server.tail();
 
     let measured = Measured {
         args: &args,
@@ -104,19 +104,23 @@ pub(crate) async fn run(args: ApiLoad) -> anyhow::Result<Verdict> {
     };
     let (outcome, table) = figures::report(&measured);
     table.print("toren-bench api-load");
-    let path = args
-        .json
-        .clone()
-        .unwrap_or_else(|| toren_bin::default_output("api-load.json"));
+    let path = args.json.clone().unwrap_or_else(|| {
+        // A quick run must not overwrite the figures of a real one.
+        toren_bin::default_output(if args.quick {
+            "api-load-quick.json"
+        } else {
+            "api-load.json"
+        })
+    });
     crate::report::write_json(&path, &outcome)?;
     say(&format!("api-load: figures written to {}", path.display()));
     if !outcome.correctness.all_correct {
         for problem in &outcome.correctness.problems {
             say(&format!("api-load: wrong: {problem}"));
         }
-        if warnings > 0 {
-            say(&format!("api-load: the server's last lines:\n{tail}"));
-        }
+        say(&format!(
+            "api-load: the server's last stderr lines:\n{tail}"
+        ));
     }
     if args.keep_home {
         say(&format!(
@@ -150,46 +154,32 @@ async fn create_all(api: &Api, args: &ApiLoad) -> Vec<Creation> {
     .await
 }
 
-/// What polling the run list found.
+/// What polling the unfinished runs found.
 #[derive(Debug, Default)]
 pub(crate) struct Waited {
-    /// The status each created run was last seen with.
-    pub(crate) statuses: HashMap<String, RunStatus>,
     /// Runs that had not ended at the deadline: `id (status, last seq)`.
     pub(crate) stuck: Vec<String>,
-    /// How long each `GET /runs` (all pages) took.
+    /// How long each `GET /runs?status=…` (all pages) took.
     pub(crate) polls: Vec<Duration>,
     pub(crate) poll_errors: Vec<String>,
 }
 
-/// Polls the run list until every run of `ids` has ended or `deadline` passes.
+/// Polls the runs that have not ended until none of `ids` is among them or `deadline`
+/// passes. (How each ended is read from its log afterwards.)
 async fn wait_all(api: &Api, ids: &[String], deadline: Instant, every: Duration) -> Waited {
     let mut waited = Waited::default();
     let mut said = Instant::now();
     loop {
         let asked = Instant::now();
-        match api.list().await {
+        match api.unfinished().await {
             Ok(runs) => {
                 waited.polls.push(asked.elapsed());
-                let mut listed = HashMap::new();
-                for run in runs {
-                    listed.insert(run.id.clone(), run);
-                }
-                let mut pending = Vec::new();
-                for id in ids {
-                    match listed.get(id) {
-                        Some(run) => {
-                            waited.statuses.insert(id.clone(), run.status);
-                            if !run.status.is_terminal() {
-                                pending.push(format!(
-                                    "{id} ({}, last seq {})",
-                                    run.status, run.last_seq
-                                ));
-                            }
-                        }
-                        None => pending.push(format!("{id} (not listed)")),
-                    }
-                }
+                let ours: HashSet<&str> = ids.iter().map(String::as_str).collect();
+                let pending: Vec<String> = runs
+                    .iter()
+                    .filter(|run| ours.contains(run.id.as_str()))
+                    .map(|run| format!("{} ({}, last seq {})", run.id, run.status, run.last_seq))
+                    .collect();
                 if pending.is_empty() {
                     return waited;
                 }
@@ -221,6 +211,8 @@ async fn wait_all(api: &Api, ids: &[String], deadline: Instant, every: Duration)
 /// One run's log, checked: what is wrong with it and when its steps happened.
 #[derive(Debug, Default)]
 pub(crate) struct Checked {
+    /// How the run ended, by its final event; `None` if it has not.
+    pub(crate) ended: Option<RunStatus>,
     pub(crate) problems: Vec<String>,
     pub(crate) times: Option<RunTimes>,
 }
@@ -253,6 +245,10 @@ async fn check_all(
                 let input = inputs.get(index).map_or("", String::as_str);
                 match api.events(id).await {
                     Ok(events) => Checked {
+                        ended: events
+                            .last()
+                            .and_then(|e| e.kind.status_after())
+                            .filter(|s| s.is_terminal()),
                         problems: check::problems(id, &events, &agent.expected(input))
                             .into_iter()
                             .map(|p| format!("{id} (run {index}): {p}"))
@@ -260,6 +256,7 @@ async fn check_all(
                         times: RunTimes::of(&events),
                     },
                     Err(e) => Checked {
+                        ended: None,
                         problems: vec![format!("{id} (run {index}): {e:#}")],
                         times: None,
                     },

@@ -22,6 +22,8 @@ use crate::cli::SandboxKind;
 pub(crate) const TOKEN: &str = "toren-bench-token";
 /// How long the server may take to say its address.
 const START: Duration = Duration::from_secs(60);
+/// How long stderr may stay open after the server exited.
+const CLOSE: Duration = Duration::from_secs(5);
 /// How many of the server's last stderr lines are kept to explain a failure.
 const TAIL: usize = 40;
 
@@ -113,6 +115,8 @@ pub(crate) struct Server {
     pub(crate) startup: Duration,
     /// The last lines the server wrote to stderr, and how many were warnings or errors.
     log: Arc<Mutex<Log>>,
+    /// The task that reads stderr; it ends when the process has closed it.
+    reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 #[derive(Default)]
@@ -153,7 +157,7 @@ impl Server {
         let stderr = child.stderr.take().context("toren serve has no stderr")?;
         let log: Arc<Mutex<Log>> = Arc::default();
         let (said, address) = oneshot::channel();
-        tokio::spawn(read_stderr(stderr, Arc::clone(&log), said));
+        let reader = tokio::spawn(read_stderr(stderr, Arc::clone(&log), said));
         let addr = tokio::select! {
             addr = address => addr.ok(),
             () = tokio::time::sleep(START) => None,
@@ -173,6 +177,7 @@ impl Server {
             base: format!("http://{addr}"),
             startup: spawned.elapsed(),
             log,
+            reader: Some(reader),
         })
     }
 
@@ -196,19 +201,25 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits up to `within` for the exit; its code (`None`: killed by a
-    /// signal), or an error if it did not exit in time (it is killed then).
-    pub(crate) async fn stop(mut self, within: Duration) -> anyhow::Result<Option<i32>> {
+    /// signal), or an error if it did not exit in time (it is killed then). Afterwards
+    /// [`Self::tail`] holds the server's last words.
+    pub(crate) async fn stop(&mut self, within: Duration) -> anyhow::Result<Option<i32>> {
         let pid = nix::unistd::Pid::from_raw(
             i32::try_from(self.pid).context("the server's pid does not fit a pid_t")?,
         );
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)
             .context("cannot send SIGTERM to toren serve")?;
-        match tokio::time::timeout(within, self.child.wait()).await {
+        let exited = tokio::time::timeout(within, self.child.wait()).await;
+        if exited.is_err() {
+            let _ = self.child.start_kill();
+        }
+        if let Some(reader) = self.reader.take() {
+            // Its stderr closes with it (unless a child it left holds it).
+            let _ = tokio::time::timeout(CLOSE, reader).await;
+        }
+        match exited {
             Ok(status) => Ok(status.context("cannot wait for toren serve")?.code()),
-            Err(_) => {
-                let _ = self.child.start_kill();
-                bail!("toren serve did not exit within {within:?} of SIGTERM")
-            }
+            Err(_) => bail!("toren serve did not exit within {within:?} of SIGTERM"),
         }
     }
 }
@@ -232,7 +243,7 @@ async fn read_stderr(
             );
         }
         if let Ok(mut log) = log.lock() {
-            if line.contains("WARN") || line.contains("ERROR") {
+            if line.contains("WARN") || line.contains("ERROR") || line.contains("error:") {
                 log.warnings += 1;
             }
             if log.tail.len() == TAIL {
