@@ -19,7 +19,7 @@ pub use backend::SandboxBackend;
 pub use error::{Error, Result};
 pub use local::{
     BwrapSpec, Enforcement, HostLayout, LimitEnforcement, LocalBackend, LocalSettings, RootEntry,
-    SHELL, bwrap_argv, sandbox_env,
+    SHELL, bwrap_argv, sandbox_env, seccomp_filter,
 };
 pub use pinned::pinned_workspace;
 pub use sandbox::{

@@ -253,6 +253,13 @@ fn wait_bounded(
     }
 }
 
+/// The seccomp filter every command of this backend runs under, as the bytes bubblewrap's
+/// `--seccomp FD` reads; `None` on an architecture without one. For programs that run
+/// bubblewrap exactly as the backend does (the local benchmark's floor).
+pub fn seccomp_filter() -> Option<Vec<u8>> {
+    seccomp::SUPPORTED.then(seccomp::program)
+}
+
 /// The seccomp filter in a pipe whose read end is inheritable, for [`LocalBackend::check`].
 fn seccomp_for_check() -> Result<Option<OwnedFd>> {
     if !seccomp::SUPPORTED {
