@@ -104,6 +104,13 @@ impl Pool {
                 return;
             }
         };
+        // What was learnt about runs that are no longer waiting is dropped, so a long-lived
+        // server's memory does not grow with every run it ever saw.
+        {
+            let mut book = book.lock().unwrap_or_else(PoisonError::into_inner);
+            let Book { driving, seen } = &mut *book;
+            seen.retain(|id, _| driving.contains(id) || candidates.iter().any(|r| r.id == *id));
+        }
         let mut started = 0;
         for run in candidates {
             if started == free {
