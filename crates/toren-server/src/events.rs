@@ -12,7 +12,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use serde::Deserialize;
 use toren_runtime::{Follow, Followed};
 
@@ -117,7 +117,8 @@ pub(crate) async fn events(
         }
         None | Some("sse") => {
             let follow = state.service.follow(&run, after);
-            Ok(Sse::new(stream(follow))
+            let stream = stream(follow).take_until(state.shutdown.clone().cancelled_owned());
+            Ok(Sse::new(stream)
                 .keep_alive(KeepAlive::new().interval(HEARTBEAT))
                 .into_response())
         }

@@ -55,6 +55,9 @@ pub struct AppState {
     /// The sandbox backends of this process: `/readyz` asks them, and a removed session's
     /// sandbox is let go of through them.
     pub backends: Vec<Arc<dyn toren_sandbox::SandboxBackend>>,
+    /// Fires when the server shuts down: event streams end then (their clients reconnect
+    /// with `Last-Event-ID`, to this server's successor), so they hold up no exit.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// The API's router: the documented routes (see [`openapi()`]) behind the token, the

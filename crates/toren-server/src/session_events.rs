@@ -18,7 +18,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use serde::Deserialize;
 use toren_protocol::Event;
 use toren_runtime::{Follow, Followed, RunService};
@@ -136,7 +136,8 @@ pub(crate) async fn events(
                 at: start,
                 turn: None,
             };
-            Ok(Sse::new(stream(follow))
+            let stream = stream(follow).take_until(state.shutdown.clone().cancelled_owned());
+            Ok(Sse::new(stream)
                 .keep_alive(KeepAlive::new().interval(HEARTBEAT))
                 .into_response())
         }

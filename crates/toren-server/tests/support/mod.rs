@@ -129,6 +129,7 @@ impl Home {
             }]),
             metrics,
             backends: vec![local],
+            shutdown: tokio_util::sync::CancellationToken::new(),
         };
         Self {
             dir,

@@ -78,6 +78,7 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
         tokens: Arc::new(tokens),
         metrics: metrics.clone(),
         backends: backends.clone(),
+        shutdown: drain.clone(),
     });
     let signals = tokio::spawn(on_signals(
         drain.clone(),

@@ -796,3 +796,136 @@ async fn deleting_a_session_over_the_api_removes_the_container_a_killed_server_l
     second.signal("-TERM");
     assert_eq!(second.wait_exit(), Some(0));
 }
+
+/// An open SSE response, read frame by frame.
+struct Sse {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Sse {
+    async fn open(server: &Server, path: &str, last_event_id: Option<&str>) -> Self {
+        let mut request = server
+            .client
+            .get(format!("{}{path}", server.base))
+            .bearer_auth(TOKEN);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next frame with an id: `(id, event name)`; `None` at the end of the stream.
+    async fn next(&mut self) -> Option<(String, String)> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| {
+                    frame
+                        .lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .map(|v| v.trim().to_owned())
+                };
+                if let (Some(id), Some(event)) = (field("id:"), field("event:")) {
+                    return Some((id, event));
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(WAIT, self.response.chunk())
+                .await
+                .expect("the stream went quiet")
+                .unwrap()?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_reconnects_with_last_event_id_misses_and_repeats_nothing() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"touch started; while [ ! -f go ]; do sleep 0.02; done\"}\n  - tool_calls:\n      - bash: {command: \"echo two\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "followed",
+        "name: followed\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let server = Server::start(&toren);
+    let run = server.create("followed").await;
+    let path = format!("/runs/{run}/events");
+
+    // Follow until the first command runs, then drop the connection.
+    let mut seen = Vec::new();
+    let mut first = Sse::open(&server, &path, None).await;
+    while let Some((id, event)) = first.next().await {
+        seen.push((id, event.clone()));
+        if event == "tool_started" {
+            break;
+        }
+    }
+    drop(first);
+    let last = seen.last().unwrap().0.clone();
+    std::fs::write(toren.workspace(&run).join("go"), "").unwrap();
+
+    // Reconnect from the last id seen: the rest, live, to the end.
+    let mut second = Sse::open(&server, &path, Some(&last)).await;
+    while let Some(frame) = second.next().await {
+        seen.push(frame);
+    }
+    let ids: Vec<u64> = seen.iter().map(|(id, _)| id.parse().unwrap()).collect();
+    let want: Vec<u64> = (1..=ids.len() as u64).collect();
+    assert_eq!(ids, want, "{seen:?}");
+    assert_eq!(seen.last().unwrap().1, "run_completed");
+    assert_eq!(
+        ids.len(),
+        toren.events(&run).len(),
+        "every journaled event, once"
+    );
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_followed_over_sse_across_its_turns() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - text: \"first answer\"\n  - text: \"second answer\"\n",
+    );
+    toren.agent("talker", "name: talker\nmodel: scripted/s.yaml\n");
+    let server = Server::start(&toren);
+    let (status, _) = server
+        .post(
+            "/sessions",
+            json!({"agent": "talker", "name": "followed-talk"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let mut follow = Sse::open(&server, "/sessions/followed-talk/events", None).await;
+    let mut ends = Vec::new();
+    for text in ["one", "two"] {
+        let (status, _) = server
+            .post("/sessions/followed-talk/messages", json!({"text": text}))
+            .await;
+        assert_eq!(status, 202);
+        // The stream carries this turn to its end, then waits for the next one.
+        loop {
+            let (id, event) = follow.next().await.expect("the stream stays open");
+            if event == "run_completed" {
+                ends.push(id);
+                break;
+            }
+        }
+    }
+    assert_eq!(ends, ["1:3", "2:3"]);
+    // A shutdown ends the stream (the client reconnects to the next server).
+    server.signal("-TERM");
+    assert_eq!(follow.next().await, None);
+    assert_eq!(server.wait_exit(), Some(0));
+}
