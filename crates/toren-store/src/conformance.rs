@@ -45,8 +45,8 @@ pub use concurrency::{
 pub use counts::runs_are_counted_by_status_and_claimability;
 pub use leases::{
     a_dead_holders_lease_can_be_taken_over, a_live_lease_keeps_other_holders_out,
-    an_expired_lease_can_be_taken_over, approvals_need_no_lease, ended_runs_cannot_be_leased,
-    leases_are_renewed_and_released, tokens_strictly_increase,
+    a_queued_run_is_claimable_at_once, an_expired_lease_can_be_taken_over, approvals_need_no_lease,
+    ended_runs_cannot_be_leased, leases_are_renewed_and_released, tokens_strictly_increase,
 };
 pub use queries::{
     claimable_runs_are_free_unfinished_and_oldest_first,
@@ -81,6 +81,7 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     tokens_strictly_increase(s, clock).await;
     ended_runs_cannot_be_leased(s, clock).await;
     approvals_need_no_lease(s, clock).await;
+    a_queued_run_is_claimable_at_once(s, clock).await;
     runs_are_filtered_by_status_and_agent(s, clock).await;
     pages_neither_skip_nor_repeat_while_runs_are_created(s, clock).await;
     claimable_runs_are_free_unfinished_and_oldest_first(s, clock).await;

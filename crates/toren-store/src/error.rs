@@ -175,6 +175,11 @@ pub enum Error {
 
     #[error("the event database failed: {0}")]
     Database(#[from] sqlx::Error),
+
+    /// The transaction that a write shared with others (group commit) could not begin or
+    /// commit: nothing of it was written. Every write of the batch gets the same error.
+    #[error("the event database failed: {0}")]
+    Batch(std::sync::Arc<sqlx::Error>),
 }
 
 impl Error {
@@ -184,6 +189,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Database(e) => is_transient(e),
+            Self::Batch(e) => is_transient(e),
             Self::RunExists(_)
             | Self::RunNotFound(_)
             | Self::SessionExists(_)

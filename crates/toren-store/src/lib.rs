@@ -29,4 +29,4 @@ pub use lease::{Lease, LeaseInfo};
 pub use log::{EventLog, RunCounts, RunSummary};
 pub use query::{ClaimLeases, ClaimQuery, RunCursor, RunPage, RunQuery};
 pub use sessions::{Session, SessionStore, SessionTurnRow};
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, WriteStats};

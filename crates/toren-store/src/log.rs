@@ -14,6 +14,10 @@ use toren_protocol::{
 
 use crate::{ClaimQuery, Lease, LeaseInfo, Result, RunPage, RunQuery};
 
+/// The holder named by [`EventLog::create_queued`]'s default for the moment it holds a new
+/// run.
+const QUEUED_HOLDER: &str = "(queued by create_queued)";
+
 /// One row of `toren runs list`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunSummary {
@@ -88,6 +92,23 @@ pub trait EventLog: Send + Sync {
         holder: &str,
         ttl: Duration,
     ) -> Result<(Event, Lease)>;
+
+    /// Creates the run and appends its `run_created` event (seq 1) like
+    /// [`create_run`](Self::create_run), but leased to nobody: it is queued, and any
+    /// worker may claim it at once (in one write, its first acquisition gets token 1; the
+    /// default below spends token 1 on a placeholder). What a front door
+    /// that only enqueues runs calls, e.g. the API's `POST /runs`. Fails with
+    /// [`Error::RunExists`](crate::Error::RunExists) if the id is taken.
+    ///
+    /// The default creates the run with a placeholder lease and releases it: two writes,
+    /// and a crash between them leaves the run leased for a minute. Backends make it one.
+    async fn create_queued(&self, run_id: &RunId, created: RunCreated) -> Result<Event> {
+        let (event, lease) = self
+            .create_run(run_id, created, QUEUED_HOLDER, Duration::from_secs(60))
+            .await?;
+        self.release_lease(&lease).await?;
+        Ok(event)
+    }
 
     /// Appends `kinds` to `lease.run_id` as one atomic batch after `after_seq` (the seq of
     /// the last event the caller has seen). Checked in this order, in one transaction, and

@@ -2,16 +2,19 @@
 //!
 //! Settings and why:
 //! - WAL journal, so readers (`toren events --follow`, the API) never block the writer.
-//! - Every write runs in a `BEGIN IMMEDIATE` transaction: it takes the write lock before it
-//!   reads `last_seq`, so the check-then-insert is atomic across connections and processes,
-//!   and a waiting writer honours `busy_timeout` (5 s). A deferred transaction that upgrades
-//!   from read to write would instead fail at once with `SQLITE_BUSY`.
+//! - One writer (`sqlite/writer.rs`): every write of this process is a job on one
+//!   connection, queued in-process (FIFO) instead of sleeping in SQLite's busy handler,
+//!   and the jobs waiting together commit in one `BEGIN IMMEDIATE` transaction (group
+//!   commit), each inside its own savepoint so it stays all-or-nothing with its own checks.
+//!   `BEGIN IMMEDIATE` takes the write lock before a job reads `last_seq`, so the
+//!   check-then-insert is atomic across processes too, and a writer of another process
+//!   waits for it under `busy_timeout` (5 s). Reads use a pool of their own.
 //! - `synchronous = FULL`: every commit is fsynced before the call returns. In WAL mode
 //!   `NORMAL` survives a process crash but may lose the last commits on power loss or an OS
 //!   crash, and this log promises that an acknowledged event is durable: a worker starts a
 //!   tool's side effect only after `tool_started` is acknowledged, and a human's approval must
 //!   not silently vanish. Events arrive at the pace of model calls and tools, so one fsync
-//!   per batch costs nothing that matters.
+//!   per commit, shared by every write of a group commit, costs nothing that matters.
 //! - Foreign keys on; migrations (`migrations/sqlite`) embedded and applied on open.
 //!
 //! - Times (event `at`, lease expiry) come from the store's [`Clock`], read once per call.
@@ -34,12 +37,16 @@ mod queries;
 mod rows;
 mod sessions;
 mod state;
+mod writer;
+
+pub use writer::WriteStats;
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::ConnectOptions;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -52,10 +59,12 @@ static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_CONNECTIONS: u32 = 8;
 
-/// The event log in one SQLite file. Cheap to clone (it is a connection pool).
+/// The event log in one SQLite file. Cheap to clone (a pool of reading connections and a
+/// handle on the one writer, `sqlite/writer.rs`).
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    writer: writer::Writer,
     path: PathBuf,
     clock: Arc<dyn Clock>,
 }
@@ -96,7 +105,7 @@ impl SqliteStore {
         }
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(|source| Error::Open {
                 path: path.clone(),
@@ -108,9 +117,18 @@ impl SqliteStore {
             path: path.clone(),
             source,
         })?;
+        let write_conn = options.connect().await.map_err(|source| Error::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let writer = writer::Writer::start(write_conn).map_err(|e| Error::Open {
+            path: path.clone(),
+            source: sqlx::Error::Io(e),
+        })?;
         tracing::debug!(path = %path.display(), "opened the SQLite event store");
         Ok(Self {
             pool,
+            writer,
             path,
             clock: Arc::new(SystemClock),
         })
@@ -131,11 +149,26 @@ impl SqliteStore {
     /// Closes every connection, waiting for in-flight calls to finish. Calls made after
     /// this fail.
     pub async fn close(&self) {
+        self.writer.close().await;
         self.pool.close().await;
     }
 
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    /// How many transactions the writer committed and how many writes they carried, since
+    /// this store was opened (all its clones share them).
+    pub fn write_stats(&self) -> WriteStats {
+        self.writer.stats()
+    }
+
+    /// Runs `work` as one all-or-nothing write through the store's one writer (group
+    /// commit: `sqlite/writer.rs`); returns once it is durable.
+    async fn write<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut sqlx::SqliteConnection) -> writer::WriteFuture<'c, T>
+            + Send
+            + 'static,
+    {
+        self.writer.write(work).await
     }
 }
 

@@ -366,3 +366,50 @@ pub async fn a_dead_holders_lease_can_be_taken_over(store: &dyn EventLog, clock:
         "the rescuer appends",
     );
 }
+
+/// A run created queued is leased to nobody: it is claimable at once, and its first
+/// acquisition gets a token that fences as any lease does.
+pub async fn a_queued_run_is_claimable_at_once(store: &dyn EventLog, clock: &TestClock) {
+    let run_id = toren_protocol::RunId::new();
+    let created = ok(
+        store
+            .create_queued(&run_id, super::fixtures::run_created("queued"))
+            .await,
+        "create queued",
+    );
+    assert_eq!((created.seq, created.kind.name()), (1, "run_created"));
+    let summary = ok(store.run(&run_id).await, "summary");
+    assert_eq!(summary.status, RunStatus::Queued);
+    assert_eq!(summary.lease, None, "a queued run is leased to nobody");
+    assert!(summary.is_resumable(clock.now()));
+    let claimable = ok(
+        store.claimable_runs(&crate::ClaimQuery::free(1000)).await,
+        "claimable",
+    );
+    assert!(
+        claimable.iter().any(|r| r.id == run_id),
+        "a queued run is claimable at once"
+    );
+    let again = store
+        .create_queued(&run_id, super::fixtures::run_created("again"))
+        .await;
+    assert!(
+        matches!(again, Err(Error::RunExists(ref id)) if *id == run_id),
+        "{again:?}"
+    );
+    let lease = ok(store.acquire_lease(&run_id, HOLDER, TTL).await, "acquire");
+
+    ok(
+        store.append(&lease, 1, vec![tool_started("call_1")]).await,
+        "append under the first lease",
+    );
+    let taken = ok(store.acquire_lease(&run_id, HOLDER, TTL).await, "again");
+    assert!(taken.token > lease.token);
+    let stale = store.append(&lease, 2, vec![tool_started("call_2")]).await;
+    assert!(matches!(stale, Err(Error::LeaseLost { .. })), "{stale:?}");
+    // Ended, so that the checks after this one see no stray claimable run.
+    ok(
+        store.append(&taken, 2, vec![run_completed()]).await,
+        "end it",
+    );
+}

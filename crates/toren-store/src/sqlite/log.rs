@@ -1,7 +1,8 @@
-//! [`EventLog`] on SQLite. Every write is one `BEGIN IMMEDIATE` transaction that reads the
-//! run's row (`state.rs`), checks it in the order the trait documents, then writes events
-//! (`batch.rs`) and the lease columns; an early return drops the transaction, which rolls
-//! back, so a refused call writes nothing.
+//! [`EventLog`] on SQLite. Every write is one job of the store's writer (`writer.rs`),
+//! inside a `BEGIN IMMEDIATE` transaction and its own savepoint: it reads the run's row
+//! (`state.rs`), checks it in the order the trait documents, then writes events
+//! (`batch.rs`) and the lease columns; an error rolls the job back to its savepoint, so a
+//! refused call writes nothing.
 
 use std::time::Duration;
 
@@ -29,10 +30,21 @@ impl EventLog for SqliteStore {
         holder: &str,
         ttl: Duration,
     ) -> Result<(Event, Lease)> {
-        let mut tx = self.begin_write().await?;
-        let created = insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
-        tx.commit().await?;
-        Ok(created)
+        let (run_id, holder, clock) = (run_id.clone(), holder.to_owned(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(
+                async move { insert_run(tx, clock.now(), &run_id, created, &holder, ttl).await },
+            )
+        })
+        .await
+    }
+
+    async fn create_queued(&self, run_id: &RunId, created: RunCreated) -> Result<Event> {
+        let (run_id, clock) = (run_id.clone(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move { insert_run_row(tx, clock.now(), &run_id, created, None).await })
+        })
+        .await
     }
 
     async fn append(
@@ -41,29 +53,33 @@ impl EventLog for SqliteStore {
         after_seq: u64,
         kinds: Vec<EventKind>,
     ) -> Result<Vec<Event>> {
-        let run_id = &lease.run_id;
-        let mut tx = self.begin_write().await?;
-        let state = run_state(&mut tx, run_id).await?;
-        state.refuse_if_ended(run_id)?;
-        state.fence(lease)?;
-        if state.last_seq != after_seq {
-            return Err(Error::Conflict {
-                run_id: run_id.clone(),
-                expected: after_seq,
-                actual: state.last_seq,
-            });
-        }
-        if kinds.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut batch = Batch::new(run_id, self.clock.now(), state.last_seq, state.status);
-        let mut events = Vec::with_capacity(kinds.len());
-        for kind in kinds {
-            events.push(batch.push(&mut tx, kind).await?);
-        }
-        batch.finish(&mut tx).await?;
-        tx.commit().await?;
-        Ok(events)
+        let (lease, clock) = (lease.clone(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let run_id = &lease.run_id;
+                let state = run_state(tx, run_id).await?;
+                state.refuse_if_ended(run_id)?;
+                state.fence(&lease)?;
+                if state.last_seq != after_seq {
+                    return Err(Error::Conflict {
+                        run_id: run_id.clone(),
+                        expected: after_seq,
+                        actual: state.last_seq,
+                    });
+                }
+                if kinds.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
+                let mut events = Vec::with_capacity(kinds.len());
+                for kind in kinds {
+                    events.push(batch.push(tx, kind).await?);
+                }
+                batch.finish(tx).await?;
+                Ok(events)
+            })
+        })
+        .await
     }
 
     async fn read(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>> {
@@ -103,66 +119,76 @@ impl EventLog for SqliteStore {
     }
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
-        let mut tx = self.begin_write().await?;
-        let state = run_state(&mut tx, run_id).await?;
-        let rows = sqlx::query_as::<_, EventRow>(
-            "SELECT run_id, seq, payload FROM events
+        let (run_id, clock) = (run_id.clone(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let run_id = &run_id;
+                let state = run_state(tx, run_id).await?;
+                let rows = sqlx::query_as::<_, EventRow>(
+                    "SELECT run_id, seq, payload FROM events
              WHERE run_id = ? AND kind IN ('approval_requested', 'approval_decided')
              ORDER BY seq",
-        )
-        .bind(run_id.as_str())
-        .fetch_all(&mut *tx)
-        .await?;
-        // Only the latest request for this call id counts: logs written before call ids
-        // were unique within a run may reuse an earlier turn's id.
-        let mut requested = false;
-        let mut decided = None;
-        for row in rows {
-            match row.decode()?.kind {
-                EventKind::ApprovalDecided(earlier) if earlier.call_id == decision.call_id => {
-                    decided = Some(earlier.approved);
+                )
+                .bind(run_id.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+                // Only the latest request for this call id counts: logs written before call ids
+                // were unique within a run may reuse an earlier turn's id.
+                let mut requested = false;
+                let mut decided = None;
+                for row in rows {
+                    match row.decode()?.kind {
+                        EventKind::ApprovalDecided(earlier)
+                            if earlier.call_id == decision.call_id =>
+                        {
+                            decided = Some(earlier.approved);
+                        }
+                        EventKind::ApprovalRequested(request)
+                            if request.call_id == decision.call_id =>
+                        {
+                            requested = true;
+                            decided = None;
+                        }
+                        _ => {}
+                    }
                 }
-                EventKind::ApprovalRequested(request) if request.call_id == decision.call_id => {
-                    requested = true;
-                    decided = None;
+                if let Some(approved) = decided {
+                    return Err(Error::AlreadyDecided {
+                        run_id: run_id.clone(),
+                        call_id: decision.call_id,
+                        approved,
+                    });
                 }
-                _ => {}
-            }
-        }
-        if let Some(approved) = decided {
-            return Err(Error::AlreadyDecided {
-                run_id: run_id.clone(),
-                call_id: decision.call_id,
-                approved,
-            });
-        }
-        if !requested {
-            return Err(Error::NoPendingApproval {
-                run_id: run_id.clone(),
-                call_id: decision.call_id,
-            });
-        }
-        state.refuse_if_ended(run_id)?;
-        let mut batch = Batch::new(run_id, self.clock.now(), state.last_seq, state.status);
-        let event = batch
-            .push(&mut tx, EventKind::ApprovalDecided(decision))
-            .await?;
-        batch.finish(&mut tx).await?;
-        tx.commit().await?;
-        Ok(event)
+                if !requested {
+                    return Err(Error::NoPendingApproval {
+                        run_id: run_id.clone(),
+                        call_id: decision.call_id,
+                    });
+                }
+                state.refuse_if_ended(run_id)?;
+                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
+                let event = batch.push(tx, EventKind::ApprovalDecided(decision)).await?;
+                batch.finish(tx).await?;
+                Ok(event)
+            })
+        })
+        .await
     }
 
     async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
-        let mut tx = self.begin_write().await?;
-        let state = run_state(&mut tx, run_id).await?;
-        state.refuse_if_ended(run_id)?;
-        let mut batch = Batch::new(run_id, self.clock.now(), state.last_seq, state.status);
-        let event = batch
-            .push(&mut tx, EventKind::RunCancelled(cancelled))
-            .await?;
-        batch.finish(&mut tx).await?;
-        tx.commit().await?;
-        Ok(event)
+        let (run_id, clock) = (run_id.clone(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let run_id = &run_id;
+                let state = run_state(tx, run_id).await?;
+                state.refuse_if_ended(run_id)?;
+                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
+                let event = batch.push(tx, EventKind::RunCancelled(cancelled)).await?;
+                batch.finish(tx).await?;
+                Ok(event)
+            })
+        })
+        .await
     }
 
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
@@ -180,29 +206,37 @@ impl EventLog for SqliteStore {
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
-        let mut tx = self.begin_write().await?;
-        let state = run_state(&mut tx, &lease.run_id).await?;
-        state.refuse_if_ended(&lease.run_id)?;
-        state.fence(lease)?;
-        let renewed = Lease {
-            expires_at: after(self.clock.now(), ttl),
-            ..lease.clone()
-        };
-        store_lease(&mut tx, &renewed).await?;
-        tx.commit().await?;
-        Ok(renewed)
+        let (lease, clock) = (lease.clone(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let state = run_state(tx, &lease.run_id).await?;
+                state.refuse_if_ended(&lease.run_id)?;
+                state.fence(&lease)?;
+                let renewed = Lease {
+                    expires_at: after(clock.now(), ttl),
+                    ..lease
+                };
+                store_lease(tx, &renewed).await?;
+                Ok(renewed)
+            })
+        })
+        .await
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        let state = run_state(&mut tx, &lease.run_id).await?;
-        if state.fence(lease).is_err() {
-            // Released already, taken over (the new holder keeps it) or ended with its run.
-            return Ok(());
-        }
-        clear_lease(&mut tx, &lease.run_id).await?;
-        tx.commit().await?;
-        Ok(())
+        let lease = lease.clone();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let state = run_state(tx, &lease.run_id).await?;
+                if state.fence(&lease).is_err() {
+                    // Released already, taken over (the new holder keeps it) or ended with
+                    // its run.
+                    return Ok(());
+                }
+                clear_lease(tx, &lease.run_id).await
+            })
+        })
+        .await
     }
 
     async fn count_runs(&self) -> Result<crate::RunCounts> {
@@ -238,24 +272,30 @@ impl SqliteStore {
         holder: &str,
         ttl: Duration,
     ) -> Result<Lease> {
-        let mut tx = self.begin_write().await?;
-        let state = run_state(&mut tx, run_id).await?;
-        state.refuse_if_ended(run_id)?;
-        let now = self.clock.now();
-        let held_by_the_dead =
-            dead_holder.is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
-        if !held_by_the_dead {
-            state.refuse_if_leased(run_id, holder, now)?;
-        }
-        let lease = Lease {
-            run_id: run_id.clone(),
-            token: state.token + 1,
-            holder: holder.to_owned(),
-            expires_at: after(now, ttl),
-        };
-        store_lease(&mut tx, &lease).await?;
-        tx.commit().await?;
-        Ok(lease)
+        let run_id = run_id.clone();
+        let dead_holder = dead_holder.map(str::to_owned);
+        let (holder, clock) = (holder.to_owned(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let state = run_state(tx, &run_id).await?;
+                state.refuse_if_ended(&run_id)?;
+                let now = clock.now();
+                let held_by_the_dead = dead_holder
+                    .is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
+                if !held_by_the_dead {
+                    state.refuse_if_leased(&run_id, &holder, now)?;
+                }
+                let lease = Lease {
+                    token: state.token + 1,
+                    run_id,
+                    holder,
+                    expires_at: after(now, ttl),
+                };
+                store_lease(tx, &lease).await?;
+                Ok(lease)
+            })
+        })
+        .await
     }
 }
 
@@ -269,6 +309,25 @@ pub(super) async fn insert_run(
     holder: &str,
     ttl: Duration,
 ) -> Result<(Event, Lease)> {
+    let lease = Lease {
+        run_id: run_id.clone(),
+        token: FIRST_TOKEN,
+        holder: holder.to_owned(),
+        expires_at: after(now, ttl),
+    };
+    let event = insert_run_row(tx, now, run_id, created, Some(&lease)).await?;
+    Ok((event, lease))
+}
+
+/// Inserts a new run with its `run_created` event, leased to `lease` or to nobody (token 0,
+/// so its first acquisition gets [`FIRST_TOKEN`]).
+async fn insert_run_row(
+    tx: &mut sqlx::SqliteConnection,
+    now: jiff::Timestamp,
+    run_id: &RunId,
+    created: RunCreated,
+    lease: Option<&Lease>,
+) -> Result<Event> {
     let taken = sqlx::query_scalar::<_, i64>("SELECT 1 FROM runs WHERE id = ?")
         .bind(run_id.as_str())
         .fetch_optional(&mut *tx)
@@ -276,12 +335,6 @@ pub(super) async fn insert_run(
     if taken.is_some() {
         return Err(Error::RunExists(run_id.clone()));
     }
-    let lease = Lease {
-        run_id: run_id.clone(),
-        token: FIRST_TOKEN,
-        holder: holder.to_owned(),
-        expires_at: after(now, ttl),
-    };
     sqlx::query(
         "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq,
                            lease_token, lease_holder, lease_expires_at)
@@ -292,13 +345,13 @@ pub(super) async fn insert_run(
     .bind(RunStatus::Queued.as_str())
     .bind(stamp(now))
     .bind(stamp(now))
-    .bind(token_to_sql(lease.token))
-    .bind(&lease.holder)
-    .bind(stamp(lease.expires_at))
+    .bind(token_to_sql(lease.map_or(0, |l| l.token)))
+    .bind(lease.map(|l| l.holder.clone()))
+    .bind(lease.map(|l| stamp(l.expires_at)))
     .execute(&mut *tx)
     .await?;
     let mut batch = Batch::new(run_id, now, 0, RunStatus::Queued);
     let event = batch.push(&mut *tx, EventKind::RunCreated(created)).await?;
     batch.finish(&mut *tx).await?;
-    Ok((event, lease))
+    Ok(event)
 }

@@ -1,6 +1,7 @@
 //! [`SessionStore`] on SQLite: `sessions`, `session_turns`, `session_messages` and
-//! `session_queue` (migration 0003). A turn is created in the same `BEGIN IMMEDIATE`
-//! transaction as its run, after checking that every earlier turn's run has ended.
+//! `session_queue` (migration 0003). Writes go through the store's writer (`writer.rs`),
+//! each all-or-nothing; a turn is created in the same write as its run, after checking
+//! that every earlier turn's run has ended.
 
 use std::time::Duration;
 
@@ -65,32 +66,37 @@ fn turn_number(session: &str, value: i64) -> Result<u32> {
 #[async_trait]
 impl SessionStore for SqliteStore {
     async fn create_session(&self, session: &Session) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        let taken = sqlx::query_scalar::<_, i64>("SELECT 1 FROM sessions WHERE name = ?")
-            .bind(&session.name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if taken.is_some() {
-            return Err(Error::SessionExists(session.name.clone()));
-        }
-        let policy = match &session.policy {
-            Some(policy) => Some(encode(&session.name, "policy", policy)?),
-            None => None,
-        };
-        sqlx::query(
-            "INSERT INTO sessions (id, name, agent, spec, policy, created_at)
+        let session = session.clone();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let session = &session;
+                let taken = sqlx::query_scalar::<_, i64>("SELECT 1 FROM sessions WHERE name = ?")
+                    .bind(&session.name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if taken.is_some() {
+                    return Err(Error::SessionExists(session.name.clone()));
+                }
+                let policy = match &session.policy {
+                    Some(policy) => Some(encode(&session.name, "policy", policy)?),
+                    None => None,
+                };
+                sqlx::query(
+                    "INSERT INTO sessions (id, name, agent, spec, policy, created_at)
              VALUES (?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&session.id)
-        .bind(&session.name)
-        .bind(&session.agent.name)
-        .bind(encode(&session.name, "spec", &session.agent)?)
-        .bind(policy)
-        .bind(stamp(session.created_at))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+                )
+                .bind(&session.id)
+                .bind(&session.name)
+                .bind(&session.agent.name)
+                .bind(encode(&session.name, "spec", &session.agent)?)
+                .bind(policy)
+                .bind(stamp(session.created_at))
+                .execute(&mut *tx)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn session(&self, name: &str) -> Result<Session> {
@@ -113,30 +119,35 @@ impl SessionStore for SqliteStore {
     }
 
     async fn remove_session(&self, name: &str) -> Result<Session> {
-        let mut tx = self.begin_write().await?;
-        let row = sqlx::query_as::<_, SessionRow>(BY_NAME)
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let session = row
-            .ok_or_else(|| Error::SessionNotFound(name.to_owned()))?
-            .decode()?;
-        for delete in [
-            "DELETE FROM session_queue WHERE session_id = ?",
-            "DELETE FROM session_messages WHERE session_id = ?",
-            "DELETE FROM session_turns WHERE session_id = ?",
-        ] {
-            sqlx::query(delete)
-                .bind(&session.id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        sqlx::query("DELETE FROM sessions WHERE id = ?")
-            .bind(&session.id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(session)
+        let name = name.to_owned();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let name = name.as_str();
+                let row = sqlx::query_as::<_, SessionRow>(BY_NAME)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let session = row
+                    .ok_or_else(|| Error::SessionNotFound(name.to_owned()))?
+                    .decode()?;
+                for delete in [
+                    "DELETE FROM session_queue WHERE session_id = ?",
+                    "DELETE FROM session_messages WHERE session_id = ?",
+                    "DELETE FROM session_turns WHERE session_id = ?",
+                ] {
+                    sqlx::query(delete)
+                        .bind(&session.id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                sqlx::query("DELETE FROM sessions WHERE id = ?")
+                    .bind(&session.id)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(session)
+            })
+        })
+        .await
     }
 
     async fn turns(&self, session_id: &str) -> Result<Vec<SessionTurnRow>> {
@@ -169,52 +180,62 @@ impl SessionStore for SqliteStore {
         holder: &str,
         ttl: Duration,
     ) -> Result<(Event, Lease, u32)> {
-        let mut tx = self.begin_write().await?;
-        let name = sqlx::query_scalar::<_, String>("SELECT name FROM sessions WHERE id = ?")
-            .bind(session_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))?;
-        let open = sqlx::query_as::<_, (i64, String)>(
-            "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
+        let (session_id, run_id, holder) =
+            (session_id.to_owned(), run_id.clone(), holder.to_owned());
+        let clock = self.clock.clone();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let (session_id, run_id, holder) = (session_id.as_str(), &run_id, holder.as_str());
+                let name =
+                    sqlx::query_scalar::<_, String>("SELECT name FROM sessions WHERE id = ?")
+                        .bind(session_id)
+                        .fetch_optional(&mut *tx)
+                        .await?
+                        .ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))?;
+                let open = sqlx::query_as::<_, (i64, String)>(
+                    "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
              WHERE t.session_id = ? AND r.status NOT IN ('completed', 'failed', 'cancelled')
              ORDER BY t.turn LIMIT 1",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((turn, run)) = open {
-            return Err(Error::TurnInProgress {
-                session: name,
-                turn: turn_number(session_id, turn)?,
-                run_id: run.parse().map_err(|e| Error::CorruptSession {
-                    session: session_id.to_owned(),
-                    reason: format!("run id `{run}`: {e}"),
-                })?,
-            });
-        }
-        let last = sqlx::query_scalar::<_, Option<i64>>(
-            "SELECT MAX(turn) FROM session_turns WHERE session_id = ?",
-        )
-        .bind(session_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let turn = turn_number(session_id, last.unwrap_or(0) + 1)?;
-        created.session = Some(SessionTurn {
-            id: session_id.to_owned(),
-            name,
-            turn,
-        });
-        let (event, lease) =
-            insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
-        sqlx::query("INSERT INTO session_turns (session_id, turn, run_id) VALUES (?, ?, ?)")
-            .bind(session_id)
-            .bind(i64::from(turn))
-            .bind(run_id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok((event, lease, turn))
+                )
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some((turn, run)) = open {
+                    return Err(Error::TurnInProgress {
+                        session: name,
+                        turn: turn_number(session_id, turn)?,
+                        run_id: run.parse().map_err(|e| Error::CorruptSession {
+                            session: session_id.to_owned(),
+                            reason: format!("run id `{run}`: {e}"),
+                        })?,
+                    });
+                }
+                let last = sqlx::query_scalar::<_, Option<i64>>(
+                    "SELECT MAX(turn) FROM session_turns WHERE session_id = ?",
+                )
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                let turn = turn_number(session_id, last.unwrap_or(0) + 1)?;
+                created.session = Some(SessionTurn {
+                    id: session_id.to_owned(),
+                    name,
+                    turn,
+                });
+                let (event, lease) =
+                    insert_run(tx, clock.now(), run_id, created, holder, ttl).await?;
+                sqlx::query(
+                    "INSERT INTO session_turns (session_id, turn, run_id) VALUES (?, ?, ?)",
+                )
+                .bind(session_id)
+                .bind(i64::from(turn))
+                .bind(run_id.as_str())
+                .execute(&mut *tx)
+                .await?;
+                Ok((event, lease, turn))
+            })
+        })
+        .await
     }
 
     async fn conversation(
@@ -260,19 +281,22 @@ impl SessionStore for SqliteStore {
         turn: u32,
         messages: &[Message],
     ) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        let recorded = sqlx::query_scalar::<_, i64>(
-            "SELECT 1 FROM session_messages WHERE session_id = ? AND turn = ? LIMIT 1",
-        )
-        .bind(session_id)
-        .bind(i64::from(turn))
-        .fetch_optional(&mut *tx)
-        .await?;
-        if recorded.is_some() {
-            return Ok(());
-        }
-        for (idx, message) in messages.iter().enumerate() {
-            sqlx::query(
+        let (session_id, messages) = (session_id.to_owned(), messages.to_vec());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let session_id = session_id.as_str();
+                let recorded = sqlx::query_scalar::<_, i64>(
+                    "SELECT 1 FROM session_messages WHERE session_id = ? AND turn = ? LIMIT 1",
+                )
+                .bind(session_id)
+                .bind(i64::from(turn))
+                .fetch_optional(&mut *tx)
+                .await?;
+                if recorded.is_some() {
+                    return Ok(());
+                }
+                for (idx, message) in messages.iter().enumerate() {
+                    sqlx::query(
                 "INSERT INTO session_messages (session_id, turn, idx, message) VALUES (?, ?, ?, ?)",
             )
             .bind(session_id)
@@ -281,54 +305,68 @@ impl SessionStore for SqliteStore {
             .bind(encode(session_id, "conversation", message)?)
             .execute(&mut *tx)
             .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+                }
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn enqueue(&self, session_id: &str, text: &str) -> Result<u32> {
-        let mut tx = self.begin_write().await?;
-        let last = sqlx::query_scalar::<_, Option<i64>>(
-            "SELECT MAX(seq) FROM session_queue WHERE session_id = ?",
-        )
-        .bind(session_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        sqlx::query(
+        let (session_id, text) = (session_id.to_owned(), text.to_owned());
+        let clock = self.clock.clone();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let (session_id, text) = (session_id.as_str(), text.as_str());
+                let last = sqlx::query_scalar::<_, Option<i64>>(
+                    "SELECT MAX(seq) FROM session_queue WHERE session_id = ?",
+                )
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                sqlx::query(
             "INSERT INTO session_queue (session_id, seq, text, queued_at) VALUES (?, ?, ?, ?)",
         )
         .bind(session_id)
         .bind(last.unwrap_or(0) + 1)
         .bind(text)
-        .bind(stamp(self.clock.now()))
+        .bind(stamp(clock.now()))
         .execute(&mut *tx)
         .await?;
-        let waiting =
-            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM session_queue WHERE session_id = ?")
+                let waiting = sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM session_queue WHERE session_id = ?",
+                )
                 .bind(session_id)
                 .fetch_one(&mut *tx)
                 .await?;
-        tx.commit().await?;
-        Ok(u32::try_from(waiting).unwrap_or(u32::MAX))
+                Ok(u32::try_from(waiting).unwrap_or(u32::MAX))
+            })
+        })
+        .await
     }
 
     async fn dequeue(&self, session_id: &str) -> Result<Option<String>> {
-        let mut tx = self.begin_write().await?;
-        let next = sqlx::query_as::<_, (i64, String)>(
-            "SELECT seq, text FROM session_queue WHERE session_id = ? ORDER BY seq LIMIT 1",
-        )
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((seq, text)) = next else {
-            return Ok(None);
-        };
-        sqlx::query("DELETE FROM session_queue WHERE session_id = ? AND seq = ?")
-            .bind(session_id)
-            .bind(seq)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Some(text))
+        let session_id = session_id.to_owned();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let session_id = session_id.as_str();
+                let next = sqlx::query_as::<_, (i64, String)>(
+                    "SELECT seq, text FROM session_queue WHERE session_id = ? ORDER BY seq LIMIT 1",
+                )
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some((seq, text)) = next else {
+                    return Ok(None);
+                };
+                sqlx::query("DELETE FROM session_queue WHERE session_id = ? AND seq = ?")
+                    .bind(session_id)
+                    .bind(seq)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(Some(text))
+            })
+        })
+        .await
     }
 }

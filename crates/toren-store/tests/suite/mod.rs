@@ -2,5 +2,6 @@ mod common;
 mod conformance;
 mod corpus;
 mod crash;
+mod group_commit;
 mod sessions;
 mod sqlite;
