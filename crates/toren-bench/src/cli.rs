@@ -22,6 +22,15 @@ pub(crate) enum Command {
     /// `POST /runs`, the time until all have completed and the server's memory; checks
     /// every run's log.
     ApiLoad(ApiLoadArgs),
+    /// Many runs live at once in one `toren serve`: runs waiting for approval beside runs
+    /// making tool calls; what a waiting run costs and holds; then all approved and checked.
+    Concurrency(crate::concurrency::ConcurrencyArgs),
+    /// `POST /runs` throughput and latency from this process, then many clients following
+    /// one run's Server-Sent Events: delivery delay, exactly-once order, server resources.
+    Sse(crate::sse::SseArgs),
+    /// The time from a fake model server's last byte to the tool call starting, per
+    /// provider (Anthropic, OpenAI) through a Worker, against the scripted provider.
+    Model(crate::model::ModelArgs),
 }
 
 /// Where a run's bash call runs (`TOREN_SANDBOX` of the server).

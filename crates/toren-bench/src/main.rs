@@ -11,7 +11,10 @@
 
 mod api_load;
 mod cli;
+mod concurrency;
+mod model;
 mod report;
+mod sse;
 mod stats;
 mod toren_bin;
 
@@ -45,6 +48,15 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::ApiLoad(args) => api_load::run(args.resolve(cli.quick)).await,
+            Command::Concurrency(args) => concurrency::run(args.resolve(cli.quick))
+                .await
+                .map(concurrency::verdict),
+            Command::Sse(args) => sse::run(args.resolve(cli.quick))
+                .await
+                .map(concurrency::verdict),
+            Command::Model(args) => model::run(args.resolve(cli.quick))
+                .await
+                .map(concurrency::verdict),
         }
     });
     runtime.shutdown_background();

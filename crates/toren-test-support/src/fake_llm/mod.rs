@@ -129,6 +129,13 @@ macro_rules! fake_handle {
                 self.server.stream_whole();
             }
 
+            /// When the last byte of each streamed answer was handed to the connection, in
+            /// the order the answers were sent (bodies streamed in chunks only, not after
+            /// [`Self::stream_whole`]).
+            pub fn last_bytes(&self) -> Vec<std::time::Instant> {
+                self.server.last_bytes()
+            }
+
             /// Replies not yet used.
             pub fn remaining(&self) -> usize {
                 self.server.remaining()

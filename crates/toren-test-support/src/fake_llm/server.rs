@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -70,6 +70,9 @@ struct Queue {
     input_limit: Option<u64>,
     /// Stream bodies in one piece instead of cut in small chunks.
     whole: bool,
+    /// When the last byte of each streamed body was handed to the connection, in order
+    /// (for benchmarks that time what a client does after a model's last byte).
+    last_bytes: Vec<Instant>,
 }
 
 struct Shared {
@@ -156,6 +159,10 @@ impl FakeServer {
     pub(crate) fn remaining(&self) -> usize {
         self.shared.lock().replies.len()
     }
+
+    pub(crate) fn last_bytes(&self) -> Vec<Instant> {
+        self.shared.lock().last_bytes.clone()
+    }
 }
 
 impl Drop for FakeServer {
@@ -210,7 +217,7 @@ async fn handle(
         (number, reply, refused, queue.whole)
     };
     if let Some(refused) = refused {
-        return respond(refused, number as u64);
+        return respond(refused, number as u64, &shared);
     }
     if reply == Some(Reply::Hang) {
         // Never answers: the client waits until it gives up or is killed.
@@ -244,7 +251,7 @@ async fn handle(
     if whole {
         return respond_whole(rendered);
     }
-    respond(rendered, number as u64)
+    respond(rendered, number as u64, &shared)
 }
 
 /// `rendered` in one piece.
@@ -291,7 +298,7 @@ pub(crate) fn status_reply(
     }
 }
 
-fn respond(rendered: Rendered, seed: u64) -> Response {
+fn respond(rendered: Rendered, seed: u64, shared: &Arc<Shared>) -> Response {
     let status = StatusCode::from_u16(rendered.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let content_type = if rendered.sse {
         "text/event-stream"
@@ -300,14 +307,22 @@ fn respond(rendered: Rendered, seed: u64) -> Response {
     };
     let mut response = if rendered.sse {
         let pieces = cut(rendered.body.into_bytes(), seed);
+        let last = pieces.len().saturating_sub(1);
+        let shared = Arc::clone(shared);
         let stream =
-            futures::stream::iter(pieces.into_iter().enumerate()).then(|(n, piece)| async move {
-                if n % 20 == 19 {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                } else {
-                    tokio::task::yield_now().await;
+            futures::stream::iter(pieces.into_iter().enumerate()).then(move |(n, piece)| {
+                let shared = Arc::clone(&shared);
+                async move {
+                    if n % 20 == 19 {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    } else {
+                        tokio::task::yield_now().await;
+                    }
+                    if n == last {
+                        shared.lock().last_bytes.push(Instant::now());
+                    }
+                    Ok::<_, Infallible>(piece)
                 }
-                Ok::<_, Infallible>(piece)
             });
         (status, Body::from_stream(stream)).into_response()
     } else {
