@@ -31,6 +31,15 @@ pub(crate) enum Command {
     /// The time from a fake model server's last byte to the tool call starting, per
     /// provider (Anthropic, OpenAI) through a Worker, against the scripted provider.
     Model(crate::model::ModelArgs),
+    /// The trivial tool call (`bash: true`) through a worker over a real SQLite store, per
+    /// backend, against `bash -c true`, `bwrap … true` and `docker exec … true`.
+    ToolCall(crate::tool_call::ToolCallArgs),
+    /// A new run's sandbox start to its first command's output, per backend; for docker,
+    /// each Engine API call of the start timed on its own.
+    SandboxStart(crate::sandbox_start::SandboxStartArgs),
+    /// Every other benchmark in turn (their defaults, or small loads with --quick): each
+    /// table printed, each JSON written, and a summary in target/toren-bench/all.json.
+    All(crate::all::AllArgs),
 }
 
 /// Where a run's bash call runs (`TOREN_SANDBOX` of the server).

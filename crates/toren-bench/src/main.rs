@@ -9,13 +9,16 @@
 //! benchmark and maps its outcome to an exit status (0 correct, 1 something went wrong
 //! under load, 2 it could not start).
 
+mod all;
 mod api_load;
 mod cli;
 mod concurrency;
 mod model;
 mod report;
+mod sandbox_start;
 mod sse;
 mod stats;
+mod tool_call;
 mod toren_bin;
 
 use std::process::ExitCode;
@@ -45,25 +48,31 @@ fn main() -> ExitCode {
             );
         }
     };
-    let outcome = runtime.block_on(async {
-        match cli.command {
-            Command::ApiLoad(args) => api_load::run(args.resolve(cli.quick)).await,
-            Command::Concurrency(args) => concurrency::run(args.resolve(cli.quick))
-                .await
-                .map(concurrency::verdict),
-            Command::Sse(args) => sse::run(args.resolve(cli.quick))
-                .await
-                .map(concurrency::verdict),
-            Command::Model(args) => model::run(args.resolve(cli.quick))
-                .await
-                .map(concurrency::verdict),
-        }
-    });
+    let outcome = runtime.block_on(run(cli.command, cli.quick));
     runtime.shutdown_background();
     match outcome {
         Ok(api_load::Verdict::Correct) => ExitCode::SUCCESS,
         Ok(api_load::Verdict::Wrong) => ExitCode::from(WRONG),
         Err(e) => fail(SETUP, &e),
+    }
+}
+
+/// Runs one benchmark; `all` runs each of the others through here in turn.
+pub(crate) async fn run(command: Command, quick: bool) -> anyhow::Result<api_load::Verdict> {
+    match command {
+        Command::ApiLoad(args) => api_load::run(args.resolve(quick)).await,
+        Command::Concurrency(args) => concurrency::run(args.resolve(quick))
+            .await
+            .map(concurrency::verdict),
+        Command::Sse(args) => sse::run(args.resolve(quick))
+            .await
+            .map(concurrency::verdict),
+        Command::Model(args) => model::run(args.resolve(quick))
+            .await
+            .map(concurrency::verdict),
+        Command::ToolCall(args) => tool_call::run(args, quick).await,
+        Command::SandboxStart(args) => sandbox_start::run(args, quick).await,
+        Command::All(args) => all::run(args, quick).await,
     }
 }
 

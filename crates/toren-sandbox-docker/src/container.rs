@@ -35,7 +35,9 @@ pub(crate) async fn bring_up(
             }
             None => {}
         }
-        check_image(docker, spec.image, default_image).await?;
+        // The image is not inspected first (`open` did, and a start should not pay an
+        // Engine round trip for it again): a create that finds no image says so with 404,
+        // and only then is the image looked at, to name the command that makes it.
         let options = CreateContainerOptionsBuilder::new().name(name).build();
         let created = match docker
             .create_container(Some(options), container_body(spec))
@@ -45,6 +47,10 @@ pub(crate) async fn bring_up(
             Err(err) if is_conflict(&err) => {
                 last = Some(err);
                 continue;
+            }
+            Err(err) if is_not_found(&err) => {
+                check_image(docker, spec.image, default_image).await?;
+                return Err(Error::docker(format!("create the container `{name}`"), err));
             }
             Err(err) => return Err(Error::docker(format!("create the container `{name}`"), err)),
         };

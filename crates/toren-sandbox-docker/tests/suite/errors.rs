@@ -85,3 +85,36 @@ async fn a_missing_image_fails_naming_how_to_get_it() {
         "{err}"
     );
 }
+
+/// An image that goes away between `open` and the first command (the start path does not
+/// inspect it again) still fails naming how to get it, through the Sandbox seam.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_image_removed_after_open_fails_naming_how_to_get_it() {
+    let env = Env::new().await;
+    let tag = format!(
+        "toren-test-vanishing:{}",
+        ulid::Ulid::generate().to_string().to_lowercase()
+    );
+    let docker_cli = |args: &[&str]| {
+        let status = std::process::Command::new("docker")
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "docker {args:?}");
+    };
+    docker_cli(&["tag", super::support::SH_IMAGE, &tag]);
+    let (_run, sandbox) = env.open(&with_image(&tag)).await;
+    docker_cli(&["rmi", &tag]);
+    let err = sandbox
+        .exec(toren_sandbox::ExecRequest {
+            command: "true".to_owned(),
+            timeout: std::time::Duration::from_secs(30),
+            output_limit: 1000,
+        })
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains(&format!("docker pull {tag}")), "{message}");
+    assert!(env.containers().await.is_empty());
+}
