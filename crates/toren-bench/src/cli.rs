@@ -22,6 +22,10 @@ pub(crate) enum Command {
     /// `POST /runs`, the time until all have completed and the server's memory; checks
     /// every run's log.
     ApiLoad(ApiLoadArgs),
+    /// What journaling costs: durable events per second for one run and for many at once,
+    /// fsyncs per durable step (strace), and the latency a tool call's `tool_started` +
+    /// `tool_completed` add against the same call with the store bypassed.
+    Journal(crate::journal::JournalArgs),
     /// Many runs live at once in one `toren serve`: runs waiting for approval beside runs
     /// making tool calls; what a waiting run costs and holds; then all approved and checked.
     Concurrency(crate::concurrency::ConcurrencyArgs),

@@ -13,6 +13,7 @@ mod all;
 mod api_load;
 mod cli;
 mod concurrency;
+mod journal;
 mod model;
 mod report;
 mod sandbox_start;
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
 pub(crate) async fn run(command: Command, quick: bool) -> anyhow::Result<api_load::Verdict> {
     match command {
         Command::ApiLoad(args) => api_load::run(args.resolve(quick)).await,
+        Command::Journal(args) => journal::run(args, quick).await,
         Command::Concurrency(args) => concurrency::run(args.resolve(quick))
             .await
             .map(concurrency::verdict),

@@ -126,6 +126,38 @@ impl RunService {
         holder: &str,
         channel: Option<ChannelBinding>,
     ) -> Result<Created> {
+        let (run_id, created) = self.pinned(agent, input, channel)?;
+        let policy = created.policy.clone();
+        let (_, lease) = self
+            .store
+            .create_run(&run_id, created, holder, self.settings.lease_ttl)
+            .await?;
+        Ok(Created {
+            run_id,
+            lease,
+            policy,
+        })
+    }
+
+    /// Creates a run of `agent` on `input` as [`RunService::create`] does, but queued: no
+    /// process holds it and any worker may claim it at once (one write to the store, where
+    /// `create` then [`enqueue`](Self::enqueue) makes two); the workers of this process are
+    /// woken. What the API's `POST /runs` does.
+    pub async fn create_queued(&self, agent: AgentSpec, input: String) -> Result<RunId> {
+        let (run_id, created) = self.pinned(agent, input, None)?;
+        self.store.create_queued(&run_id, created).await?;
+        self.notifier.moved(&run_id);
+        Ok(run_id)
+    }
+
+    /// A new run's id and its `run_created`: the policy resolved, the workspace made, both
+    /// pinned with the spec.
+    fn pinned(
+        &self,
+        agent: AgentSpec,
+        input: String,
+        channel: Option<ChannelBinding>,
+    ) -> Result<(RunId, RunCreated)> {
         let run_id = RunId::new();
         let policy = match self.resolve_policy(&agent)? {
             // The workspace is made with the run and its host path pinned in it (I-4): a
@@ -141,20 +173,12 @@ impl RunService {
         };
         let created = RunCreated {
             agent,
-            policy: policy.clone(),
+            policy,
             input,
             session: None,
             channel,
         };
-        let (_, lease) = self
-            .store
-            .create_run(&run_id, created, holder, self.settings.lease_ttl)
-            .await?;
-        Ok(Created {
-            run_id,
-            lease,
-            policy,
-        })
+        Ok((run_id, created))
     }
 
     /// Records a decision on the call `run` waits for. The first decision wins; a second

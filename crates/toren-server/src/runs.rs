@@ -307,10 +307,9 @@ pub(crate) async fn create(
     let Json(body) = body?;
     let spec = agent(&state, &body.agent)?;
     let service = &state.service;
-    let created = service.create(spec, body.input, &holder()).await?;
-    // Queued: any worker may claim it.
-    service.enqueue(&created.lease).await?;
-    let summary = service.summary(&created.run_id).await?;
+    // Queued, in one write: any worker may claim it.
+    let run_id = service.create_queued(spec, body.input).await?;
+    let summary = service.summary(&run_id).await?;
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&summary))).into_response())
 }
 
