@@ -228,9 +228,10 @@ async fn child_workload(which: &str, sizes: Sizes) -> anyhow::Result<()> {
 }
 
 fn ms(spread: Option<&Spread>) -> String {
-    spread.map_or("–".into(), |s| {
-        format!("{:.2} / {:.2} / {:.2} ms", s.p50_ms, s.p99_ms, s.max_ms)
-    })
+    spread.map_or_else(
+        || "–".into(),
+        |s| format!("{:.2} / {:.2} / {:.2} ms", s.p50_ms, s.p99_ms, s.max_ms),
+    )
 }
 
 fn print_table(f: &Figures) {
@@ -258,7 +259,7 @@ fn print_table(f: &Figures) {
         t.row(
             &format!("{name}: fsyncs per append (strace)"),
             tp.fsyncs_per_append
-                .map_or("– (no strace)".into(), |n| format!("{n:.3}")),
+                .map_or_else(|| "– (no strace)".into(), |n| format!("{n:.3}")),
         );
     }
     for (name, c) in [
