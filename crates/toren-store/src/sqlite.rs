@@ -28,12 +28,16 @@
 //! `toren_protocol::Event`, the versioned format); the other columns repeat parts of it for
 //! queries. Decoding always goes through the protocol's serde types. This module opens the
 //! file; `sqlite/log.rs` implements the trait on top of `state.rs` (a run's row and the
-//! lease rules), `batch.rs` (writing events) and `rows.rs` (decoding rows); `queries.rs`
+//! lease rules), `batch.rs` (writing events), `read.rs` (reading a log in chunks of about a
+//! megabyte, not a row per event) and `rows.rs` (decoding rows, through `decode.rs`: one
+//! pass over a payload laid out as Toren writes it, the derive otherwise); `queries.rs`
 //! answers the queries over many runs.
 
 mod batch;
+mod decode;
 mod log;
 mod queries;
+mod read;
 mod rows;
 mod sessions;
 mod state;

@@ -13,7 +13,7 @@ use toren_protocol::{
 
 use super::SqliteStore;
 use super::batch::Batch;
-use super::rows::{EventRow, RunRow, seq_to_sql, stamp, token_to_sql};
+use super::rows::{EventRow, RunRow, stamp, token_to_sql};
 use super::state::{clear_lease, run_state, store_lease};
 use crate::clock::after;
 use crate::{ClaimQuery, Error, EventLog, Lease, Result, RunPage, RunQuery, RunSummary};
@@ -83,18 +83,15 @@ impl EventLog for SqliteStore {
     }
 
     async fn read(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>> {
-        let rows = sqlx::query_as::<_, EventRow>(
-            "SELECT run_id, seq, payload FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
-        )
-        .bind(run_id.as_str())
-        .bind(seq_to_sql(after_seq))
-        .fetch_all(&self.pool)
-        .await?;
-        if rows.is_empty() {
+        // In chunks, not a row per event (see `read.rs`), from one snapshot.
+        let mut tx = self.pool.begin().await?;
+        let events = super::read::events_after(&mut tx, run_id, after_seq).await?;
+        tx.commit().await?;
+        if events.is_empty() {
             // Tell "no new events" from "no such run".
             self.run(run_id).await?;
         }
-        rows.into_iter().map(EventRow::decode).collect()
+        Ok(events)
     }
 
     async fn run(&self, run_id: &RunId) -> Result<RunSummary> {

@@ -81,21 +81,27 @@ pub(super) struct EventRow {
 
 impl EventRow {
     pub(super) fn decode(self) -> Result<Event> {
-        let corrupt = |reason: String| Error::CorruptEvent {
-            run_id: self.run_id.clone(),
-            seq: u64::try_from(self.seq).unwrap_or(0),
-            reason,
-        };
-        let event: Event = serde_json::from_str(&self.payload)
-            .map_err(|e| corrupt(format!("not an event of a known format: {e}")))?;
-        if event.run_id.as_str() != self.run_id || Ok(event.seq) != u64::try_from(self.seq) {
-            return Err(corrupt(format!(
-                "its payload names run {} event #{} instead",
-                event.run_id, event.seq
-            )));
-        }
-        Ok(event)
+        decode_event(&self.run_id, self.seq, &self.payload)
     }
+}
+
+/// The event stored in the row `(run_id, seq)` with `payload`, which must name that run and
+/// seq.
+pub(super) fn decode_event(run_id: &str, seq: i64, payload: &str) -> Result<Event> {
+    let corrupt = |reason: String| Error::CorruptEvent {
+        run_id: run_id.to_owned(),
+        seq: u64::try_from(seq).unwrap_or(0),
+        reason,
+    };
+    let event = super::decode::event(payload)
+        .map_err(|e| corrupt(format!("not an event of a known format: {e}")))?;
+    if event.run_id.as_str() != run_id || Ok(event.seq) != u64::try_from(seq) {
+        return Err(corrupt(format!(
+            "its payload names run {} event #{} instead",
+            event.run_id, event.seq
+        )));
+    }
+    Ok(event)
 }
 
 /// `SELECT id, agent, status, created_at, updated_at, last_seq, lease_holder,

@@ -1,3 +1,4 @@
+mod chunked_read;
 mod common;
 mod conformance;
 mod corpus;
