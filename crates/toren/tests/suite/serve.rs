@@ -929,3 +929,41 @@ async fn a_session_is_followed_over_sse_across_its_turns() {
     assert_eq!(follow.next().await, None);
     assert_eq!(server.wait_exit(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_runs_this_server_leaves_alone_do_not_hide_newer_ones() {
+    let toren = home();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"true\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "boxed",
+        "name: boxed\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    // More runs than one claim pass looks at, pinned to docker by an API-only server.
+    let docker = Server::start_with(
+        &Toren::new()
+            .env("TOREN_API_ADDR", "127.0.0.1:0")
+            .env("TOREN_API_TOKEN", TOKEN)
+            .env("TOREN_SANDBOX", "docker")
+            .env(
+                "TOREN_HOME",
+                toren.dir.path().join("toren").to_str().unwrap(),
+            )
+            .env("TOREN_AGENTS", toren.agents().to_str().unwrap()),
+        &["--workers", "0"],
+    );
+    for _ in 0..70 {
+        docker.create("boxed").await;
+    }
+    docker.signal("-TERM");
+    assert_eq!(docker.wait_exit(), Some(0));
+
+    // A local server leaves them alone and still drives the run created after them.
+    let local = Server::start(&toren);
+    let run = local.create("boxed").await;
+    local.wait_completed(&run).await;
+    local.signal("-TERM");
+    assert_eq!(local.wait_exit(), Some(0));
+}

@@ -25,7 +25,7 @@ use toren_runtime::{RunService, Sent};
 use toren_worker::{Outcome, Worker};
 use tracing::Instrument as _;
 
-/// How many claimable runs each pass looks at.
+/// How many claimable runs each pass looks at beyond those it passes over.
 const CLAIM_SCAN: u32 = 64;
 /// How often sessions are looked at for a message that waits behind a turn that ended
 /// while no worker of this process drove it.
@@ -97,7 +97,21 @@ impl Pool {
         drain: &CancellationToken,
         halt: &CancellationToken,
     ) {
-        let candidates = match self.service.claimable(CLAIM_SCAN).await {
+        // Looks past the runs this process leaves alone or drives already, so that old runs
+        // it never drives (a chat's abandoned turns) cannot hide the newer ones.
+        let passed = {
+            let book = book.lock().unwrap_or_else(PoisonError::into_inner);
+            let skipped = book
+                .seen
+                .values()
+                .filter(|s| matches!(s, Seen::Skip))
+                .count();
+            skipped + book.driving.len()
+        };
+        let scan = u32::try_from(passed)
+            .unwrap_or(u32::MAX)
+            .saturating_add(CLAIM_SCAN);
+        let candidates = match self.service.claimable(scan).await {
             Ok(runs) => runs,
             Err(e) => {
                 tracing::warn!("cannot look for runs to claim: {e}");
