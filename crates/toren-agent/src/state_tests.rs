@@ -331,3 +331,103 @@ fn completed_runs_are_finished() {
     );
     assert_eq!(s.output.as_deref(), Some("bye"));
 }
+
+#[test]
+fn folding_a_log_taken_by_value_gives_what_folding_it_by_reference_gives() {
+    // Two calls answered out of order, an approval asked and decided, a re-run attempt,
+    // a sandbox, a compaction between turns, then a final answer and the run's end; and
+    // a log that stops fitting halfway.
+    let (a, b) = (call("call_a", "bash"), call("call_b", "read_file"));
+    let mut kinds = vec![
+        created(ApprovalPolicy::Always),
+        responded("two things", vec![a.clone(), b.clone()]),
+        EventKind::ApprovalRequested(request(&a, "echo hi", 1)),
+        EventKind::ApprovalDecided(ApprovalDecided {
+            call_id: a.id.clone(),
+            approved: true,
+            by: "ana".into(),
+            via: "terminal".into(),
+            reason: None,
+        }),
+        EventKind::SandboxProvisioned(toren_protocol::SandboxProvisioned {
+            backend: "local".into(),
+            instance: "w".into(),
+            workspace: "/w".into(),
+        }),
+        started("call_b", 1),
+        completed("call_b", "the file"),
+        started("call_a", 1),
+        started("call_a", 2),
+        completed("call_a", "hi"),
+        EventKind::ContextCompacted(toren_protocol::ContextCompacted {
+            stubbed: vec!["call_b".into()],
+            ..Default::default()
+        }),
+        responded("done", vec![]),
+        EventKind::RunCompleted(toren_protocol::RunCompleted {
+            output: "done".into(),
+        }),
+    ];
+    let history = vec![
+        Message::User {
+            text: "earlier".into(),
+        },
+        Message::Assistant(AssistantMessage {
+            text: "earlier answer".into(),
+            tool_calls: vec![],
+        }),
+    ];
+    let good = log(kinds.clone());
+    let folded = RunState::from_log_with_history(&history, good.clone()).unwrap();
+    let mut conversation = history.clone();
+    conversation.extend([
+        Message::User {
+            text: "do it".into(),
+        },
+        Message::Assistant(AssistantMessage {
+            text: "two things".into(),
+            tool_calls: vec![a, b],
+        }),
+        // The results in the calls' order, not in the order they came.
+        Message::ToolResults {
+            results: vec![
+                ToolResult {
+                    call_id: "call_a".into(),
+                    content: "hi".into(),
+                    is_error: false,
+                },
+                ToolResult {
+                    call_id: "call_b".into(),
+                    content: "the file".into(),
+                    is_error: false,
+                },
+            ],
+        },
+        Message::Assistant(AssistantMessage {
+            text: "done".into(),
+            tool_calls: vec![],
+        }),
+    ]);
+    assert_eq!(folded.messages, conversation);
+    assert_eq!(
+        (folded.status, folded.output.as_deref(), folded.turns),
+        (RunStatus::Completed, Some("done"), 2)
+    );
+    assert_eq!(folded.compaction().stubbed_outputs(), 1);
+    kinds.insert(4, completed("call_z", "no such call"));
+    let bad = log(kinds);
+    for events in [good, bad] {
+        for end in 0..=events.len() {
+            let prefix = &events[..end];
+            for history in [&[][..], &history[..]] {
+                assert_eq!(
+                    RunState::from_log_with_history(history, prefix.to_vec()),
+                    RunState::from_events_with_history(history, prefix),
+                    "the first {end} events"
+                );
+            }
+        }
+    }
+    let whole = RunState::from_log_with_history(&history, log(vec![])).unwrap_err();
+    assert_eq!(whole, Error::NotCreated(String::new()));
+}
