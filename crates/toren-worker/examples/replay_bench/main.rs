@@ -3,7 +3,7 @@
 //! Prints figures; it is a benchmark program, not a test.
 //!
 //! ```sh
-//! cargo run --release -p toren-worker --example replay_bench [-- EVENTS...]
+//! cargo run --release -p toren-worker --example replay_bench [-- [--repeats=N] EVENTS...]
 //! ```
 //!
 //! The measuring is in `replay.rs` ([`replay::measure`]), so that the benchmark program
@@ -14,26 +14,31 @@ mod replay;
 
 use std::time::Duration;
 
-/// How many times each length is measured (the median is printed).
+/// How many times each length is measured unless `--repeats=N` says (the median is
+/// printed).
 const REPEATS: usize = 5;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut sizes = std::env::args()
-        .skip(1)
-        .map(|a| a.parse::<usize>())
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut repeats = REPEATS;
+    let mut sizes = Vec::new();
+    for arg in std::env::args().skip(1) {
+        match arg.strip_prefix("--repeats=") {
+            Some(n) => repeats = n.parse()?,
+            None => sizes.push(arg.parse::<usize>()?),
+        }
+    }
     if sizes.is_empty() {
         sizes = vec![1_000, 10_000, 100_000];
     }
     println!(
-        "{:>8} {:>7} {:>8} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+        "{:>7} {:>6} {:>5} | {:>11} | {:>11} {:>11} | {:>11} {:>11} | {:>11} {:>11}",
         "events",
         "turns",
         "MiB",
-        "query",
-        "decode",
+        "per-row",
         "read",
+        "decode",
         "fold",
         "decide",
         "to action",
@@ -41,15 +46,15 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut all = Vec::new();
     for events in sizes {
-        let f = replay::measure(events, REPEATS).await?;
+        let f = replay::measure(events, repeats).await?;
         println!(
-            "{:>8} {:>7} {:>8.1} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+            "{:>7} {:>6} {:>5.1} | {:>11} | {:>11} {:>11} | {:>11} {:>11} | {:>11} {:>11}",
             f.events,
             f.turns,
             f.payload_bytes as f64 / (1024.0 * 1024.0),
-            ms(f.query),
-            ms(f.decode),
+            ms(f.per_row),
             ms(f.read),
+            ms(f.decode),
             ms(f.fold),
             ms(f.decide),
             ms(f.to_action),
@@ -58,21 +63,25 @@ async fn main() -> anyhow::Result<()> {
         all.push(f);
     }
     println!(
-        "(median of {} runs on fresh store handles; query: the store's SELECT alone; decode: serde_json of every \
-         payload; read: EventLog::read; to action: the worker from the lease to the model \
-         call; committed: to the model's answer in the log)",
-        all.first().map_or(REPEATS, |f| f.repeats)
+        "milliseconds, wall/CPU (the process's CPU time meanwhile, all threads), median of {} \
+         resumes on fresh store handles.\n\
+         per-row: for reference, the log fetched a row per event through sqlx, not decoded; \
+         read: EventLog::read (the store's queries and decoding); decode: serde_json of every \
+         payload alone; fold: RunState::from_log_with_history; decide: next_action; to action: the \
+         worker from taking the lease to calling the model; committed: to the model's answer \
+         in the log.",
+        all.first().map_or(repeats, |f| f.repeats)
     );
     for pair in all.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
-        let per = |f: &replay::Figures| f.to_action.as_secs_f64() / f.events as f64;
+        let per = |f: &replay::Figures| f.to_action.wall.as_secs_f64() / f.events as f64;
         println!(
             "{} -> {} events: {:.1}x the events, {:.1}x the time to the next action \
              ({:.2} -> {:.2} µs per event)",
             a.events,
             b.events,
             b.events as f64 / a.events as f64,
-            b.to_action.as_secs_f64() / a.to_action.as_secs_f64(),
+            b.to_action.wall.as_secs_f64() / a.to_action.wall.as_secs_f64(),
             per(a) * 1e6,
             per(b) * 1e6,
         );
@@ -80,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.2}ms", d.as_secs_f64() * 1000.0)
+fn ms(t: replay::Timing) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    format!("{:.1}/{:.1}", ms(t.wall), ms(t.cpu))
 }

@@ -24,6 +24,63 @@ use toren_worker::{Observer, Worker, WorkerConfig};
 /// The lease ttl of the builder and of the resuming worker.
 const TTL: Duration = Duration::from_secs(30);
 
+/// A phase's time: on the wall clock, and the CPU time the whole process spent meanwhile
+/// (every thread: sqlx runs SQLite on threads of its own). On a shared machine the wall
+/// time grows with the load; the CPU time much less.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Timing {
+    pub(crate) wall: Duration,
+    pub(crate) cpu: Duration,
+}
+
+impl Timing {
+    /// Times `phase`.
+    async fn of<T>(phase: impl std::future::Future<Output = T>) -> (T, Self) {
+        let start = Clocks::now();
+        let out = phase.await;
+        (out, start.elapsed())
+    }
+}
+
+/// A moment by both clocks.
+#[derive(Clone, Copy)]
+struct Clocks {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Clocks {
+    fn now() -> Self {
+        Self {
+            wall: Instant::now(),
+            cpu: cpu_time(),
+        }
+    }
+
+    fn elapsed(self) -> Timing {
+        self.until(Self::now())
+    }
+
+    fn until(self, later: Self) -> Timing {
+        Timing {
+            wall: later.wall.saturating_duration_since(self.wall),
+            cpu: later.cpu.saturating_sub(self.cpu),
+        }
+    }
+}
+
+/// The CPU time this process has spent so far, user and system.
+fn cpu_time() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(Duration::ZERO, |usage| {
+        let micros = |t: nix::sys::time::TimeVal| {
+            Duration::from_secs(t.tv_sec().unsigned_abs())
+                + Duration::from_micros(t.tv_usec().unsigned_abs())
+        };
+        micros(usage.user_time()) + micros(usage.system_time())
+    })
+}
+
 /// What resuming a log of `events` events costs, each figure the median of `repeats`
 /// measurements on fresh store handles (the operating system's page cache is warm, as on a
 /// machine that runs the store).
@@ -35,22 +92,23 @@ pub(crate) struct Figures {
     /// The bytes of JSON payload the log holds.
     pub(crate) payload_bytes: u64,
     pub(crate) repeats: usize,
-    /// The store's query alone: every row's payload fetched as text, nothing decoded
-    /// (the store's `SELECT`, through sqlx on a fresh connection).
-    pub(crate) query: Duration,
+    /// For reference, fetching the log a row per event through sqlx (`SELECT seq, payload
+    /// … ORDER BY seq`, every payload a `String`, nothing decoded), as the store did before
+    /// it read in chunks.
+    pub(crate) per_row: Timing,
     /// `serde_json` of every payload into an [`Event`], nothing else.
-    pub(crate) decode: Duration,
-    /// [`EventLog::read`] of the whole log: query, decoding and the store's checks.
-    pub(crate) read: Duration,
-    /// [`RunState::from_events`] over the read events.
-    pub(crate) fold: Duration,
+    pub(crate) decode: Timing,
+    /// [`EventLog::read`] of the whole log: the store's queries, decoding and checks.
+    pub(crate) read: Timing,
+    /// [`RunState::from_log_with_history`] taking the read events, as the worker does.
+    pub(crate) fold: Timing,
     /// [`RunState::next_action`] on the folded state (the model call and its input).
-    pub(crate) decide: Duration,
+    pub(crate) decide: Timing,
     /// Through the worker: from taking the lease to the model being called (lease, read,
     /// fold, decide): the time to the next new action.
-    pub(crate) to_action: Duration,
+    pub(crate) to_action: Timing,
     /// ... and on to the model's answer committed (one more durable append).
-    pub(crate) to_commit: Duration,
+    pub(crate) to_commit: Timing,
 }
 
 /// Builds a log of `events` events in a temporary directory and measures resuming it.
@@ -66,17 +124,22 @@ pub(crate) async fn measure(events: usize, repeats: usize) -> anyhow::Result<Fig
         std::fs::copy(&built, &copy)?;
         samples.push(measure_once(&copy, &run).await?);
     }
-    let median = |pick: fn(&Sample) -> Duration| {
-        let mut values: Vec<Duration> = samples.iter().map(pick).collect();
-        values.sort();
-        values[values.len() / 2]
+    let median = |pick: fn(&Sample) -> Timing| {
+        let mut wall: Vec<Duration> = samples.iter().map(|s| pick(s).wall).collect();
+        let mut cpu: Vec<Duration> = samples.iter().map(|s| pick(s).cpu).collect();
+        wall.sort();
+        cpu.sort();
+        Timing {
+            wall: wall[wall.len() / 2],
+            cpu: cpu[cpu.len() / 2],
+        }
     };
     Ok(Figures {
         events: samples[0].events,
         turns,
         payload_bytes: samples[0].payload_bytes,
         repeats,
-        query: median(|s| s.query),
+        per_row: median(|s| s.per_row),
         decode: median(|s| s.decode),
         read: median(|s| s.read),
         fold: median(|s| s.fold),
@@ -90,13 +153,13 @@ pub(crate) async fn measure(events: usize, repeats: usize) -> anyhow::Result<Fig
 struct Sample {
     events: u64,
     payload_bytes: u64,
-    query: Duration,
-    decode: Duration,
-    read: Duration,
-    fold: Duration,
-    decide: Duration,
-    to_action: Duration,
-    to_commit: Duration,
+    per_row: Timing,
+    decode: Timing,
+    read: Timing,
+    fold: Timing,
+    decide: Timing,
+    to_action: Timing,
+    to_commit: Timing,
 }
 
 fn url(path: &Path) -> String {
@@ -104,28 +167,28 @@ fn url(path: &Path) -> String {
 }
 
 async fn measure_once(path: &Path, run: &RunId) -> anyhow::Result<Sample> {
-    // The query and the decoding on their own, on a connection of their own.
-    let (query, payloads) = raw_query(path, run).await?;
-    let t = Instant::now();
-    let decoded = payloads
-        .iter()
-        .map(|p| serde_json::from_str::<Event>(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let decode = t.elapsed();
-    drop(decoded);
+    // A row per event, for reference, and decoding on its own.
+    let (payloads, per_row) = Timing::of(per_row(path, run)).await;
+    let payloads = payloads?;
+    let (decoded, decode) = Timing::of(async {
+        payloads
+            .iter()
+            .map(|p| serde_json::from_str::<Event>(p))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await;
+    drop(decoded?);
 
     // The store's read, then the fold and the decision over what it returned.
     let store = SqliteStore::open(&url(path)).await?;
-    let t = Instant::now();
-    let log = store.read(run, 0).await?;
-    let read = t.elapsed();
+    let (log, read) = Timing::of(store.read(run, 0)).await;
+    let log = log?;
     store.close().await;
-    let t = Instant::now();
-    let state = RunState::from_events(&log)?;
-    let fold = t.elapsed();
-    let t = Instant::now();
-    let action = state.next_action();
-    let decide = t.elapsed();
+    let events = log.len() as u64;
+    // As the worker folds: taking the events.
+    let (state, fold) = Timing::of(async { RunState::from_log_with_history(&[], log) }).await;
+    let state = state?;
+    let (action, decide) = Timing::of(async { state.next_action() }).await;
     anyhow::ensure!(
         matches!(action, Action::CallModel { .. }),
         "the built log should resume with a model call, not {}",
@@ -135,9 +198,9 @@ async fn measure_once(path: &Path, run: &RunId) -> anyhow::Result<Sample> {
     // The whole resume path through the worker, on a fresh store handle.
     let (to_action, to_commit) = resume(path, run).await?;
     Ok(Sample {
-        events: log.len() as u64,
+        events,
         payload_bytes: payloads.iter().map(|p| p.len() as u64).sum(),
-        query,
+        per_row,
         decode,
         read,
         fold,
@@ -156,27 +219,23 @@ fn action_name(action: &Action) -> String {
         .to_owned()
 }
 
-/// The store's `SELECT` through sqlx on a fresh connection: every payload as text.
-async fn raw_query(path: &Path, run: &RunId) -> anyhow::Result<(Duration, Vec<String>)> {
+/// The log a row per event through sqlx, on a fresh connection: every payload as text.
+async fn per_row(path: &Path, run: &RunId) -> anyhow::Result<Vec<String>> {
     use sqlx::Connection;
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
     let mut conn = sqlx::SqliteConnection::connect_with(&options).await?;
-    let t = Instant::now();
-    let rows: Vec<(String, i64, String)> = sqlx::query_as(
-        "SELECT run_id, seq, payload FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
-    )
-    .bind(run.as_str())
-    .bind(0_i64)
-    .fetch_all(&mut conn)
-    .await?;
-    let query = t.elapsed();
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT seq, payload FROM events WHERE run_id = ? ORDER BY seq")
+            .bind(run.as_str())
+            .fetch_all(&mut conn)
+            .await?;
     conn.close().await?;
-    Ok((query, rows.into_iter().map(|(_, _, p)| p).collect()))
+    Ok(rows.into_iter().map(|(_, p)| p).collect())
 }
 
 /// Resumes the run through a [`Worker`]: the time from taking its lease to the model
 /// being called, and to the model's answer being committed.
-async fn resume(path: &Path, run: &RunId) -> anyhow::Result<(Duration, Duration)> {
+async fn resume(path: &Path, run: &RunId) -> anyhow::Result<(Timing, Timing)> {
     let store: Arc<dyn EventLog> = Arc::new(SqliteStore::open(&url(path)).await?);
     let marks = Arc::new(Marks::default());
     let worker = Worker::new(WorkerConfig {
@@ -192,19 +251,15 @@ async fn resume(path: &Path, run: &RunId) -> anyhow::Result<(Duration, Duration)
         holder: "bench".into(),
         lease_ttl: TTL,
     });
-    let t = Instant::now();
+    let start = Clocks::now();
     let lease = worker.acquire(run).await?;
     let outcome = worker.drive(lease, &CancellationToken::new()).await?;
     anyhow::ensure!(
         matches!(outcome, toren_worker::Outcome::Ended { .. }),
         "the resumed run should end, not {outcome:?}"
     );
-    let since = |mark: &Mutex<Option<Instant>>| {
-        mark.lock()
-            .ok()
-            .and_then(|m| *m)
-            .map(|m| m.duration_since(t))
-    };
+    let since =
+        |mark: &Mutex<Option<Clocks>>| mark.lock().ok().and_then(|m| *m).map(|m| start.until(m));
     let called =
         since(&marks.called).ok_or_else(|| anyhow::anyhow!("the model was never called"))?;
     let committed =
@@ -215,13 +270,13 @@ async fn resume(path: &Path, run: &RunId) -> anyhow::Result<(Duration, Duration)
 /// When the model was first called and when the first new event was committed.
 #[derive(Default)]
 struct Marks {
-    called: Mutex<Option<Instant>>,
-    committed: Mutex<Option<Instant>>,
+    called: Mutex<Option<Clocks>>,
+    committed: Mutex<Option<Clocks>>,
 }
 
-fn mark(slot: &Mutex<Option<Instant>>) {
+fn mark(slot: &Mutex<Option<Clocks>>) {
     if let Ok(mut slot) = slot.lock() {
-        slot.get_or_insert_with(Instant::now);
+        slot.get_or_insert_with(Clocks::now);
     }
 }
 

@@ -1,3 +1,4 @@
 mod channel;
 mod conflicts;
 mod lease_renewal;
+mod unreplayable;
