@@ -1,6 +1,5 @@
 //! The helper binary: serve requests from stdin until it ends. Arguments are ignored (an
-//! image's `CMD` may be appended to the entrypoint). No descriptor it inherited beyond the
-//! standard three reaches a command.
+//! image's `CMD` may be appended to the entrypoint).
 
 use std::io::{BufReader, stdin, stdout};
 use std::process::ExitCode;
@@ -17,7 +16,6 @@ fn main() -> ExitCode {
         }
         return ExitCode::FAILURE;
     }
-    toren_exec::close_inherited_on_exec();
     match toren_exec::serve(BufReader::new(stdin().lock()), stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

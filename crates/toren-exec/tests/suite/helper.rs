@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use toren_exec::protocol::{Finished, Limited, Limits, Response};
+use toren_exec::protocol::{Finished, Response};
 
 use super::harness::{Helper, alive, finished, gone};
 
@@ -173,42 +173,4 @@ fn many_quick_commands_leave_no_zombies() {
         "command -v ps >/dev/null || echo no-ps; ps -o stat= --ppid $PPID | grep -c Z || true",
     );
     assert_eq!(f.output.trim(), "0", "zombies among the helper's children");
-}
-
-#[test]
-fn a_limited_request_runs_under_its_rlimits_and_a_plain_one_under_none() {
-    let mut helper = Helper::start();
-    let plain = helper.run_command("ulimit -d");
-    assert_eq!(plain.output, "unlimited\n");
-    let request = helper.request("ulimit -d; ulimit -u");
-    let limited = Limited {
-        request: request.clone(),
-        limits: Limits {
-            data_bytes: Some(100 * 1024 * 1024),
-            nproc: Some(4321),
-        },
-    };
-    helper.send_raw(&serde_json::to_string(&limited).unwrap());
-    let f = finished(helper.response(&request.id));
-    // `ulimit -d` counts KiB.
-    assert_eq!(f.output, "102400\n4321\n");
-}
-
-#[test]
-fn no_descriptor_the_helper_inherited_reaches_a_command() {
-    use std::os::fd::AsRawFd;
-    // An inheritable descriptor, as a careless parent would pass on.
-    let file = std::fs::File::open("/dev/null").unwrap();
-    nix::fcntl::fcntl(
-        &file,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-    )
-    .unwrap();
-    let fd = file.as_raw_fd();
-    let mut helper = Helper::start();
-    let f = helper.run_command(&format!(
-        "test -e /proc/self/fd/{fd} && echo leaked {fd}; echo checked"
-    ));
-    assert_eq!(f.output, "checked\n");
-    drop(file);
 }

@@ -4,11 +4,8 @@
 //! `model_responded` being committed to its `tool_completed` being committed — the
 //! `tool_started` append, the command in the sandbox, and the `tool_completed` append.
 //! The share of the two appends is shown too (`model_responded` → `tool_started`, and
-//! `tool_started` → `tool_completed` minus the bare exec measured by `floors`). The model
-//! runs the host floor (`bash -c true`) before each answer, so the ratio compares samples
-//! taken side by side.
+//! `tool_started` → `tool_completed` minus the bare exec measured by `floors`).
 
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -22,13 +19,13 @@ use toren_protocol::{
     AgentSpec, ApprovalPolicy, AssistantMessage, Event, EventKind, RunCreated, RunId, RunStatus,
     SandboxSpec, ToolCall, Usage,
 };
-use toren_sandbox::{LocalBackend, Workspace};
+use toren_sandbox::{LocalBackend, LocalSettings, Workspace};
 use toren_store::{EventLog, SqliteStore};
 use toren_tools::Toolkit;
 use toren_worker::{Observer, Outcome, Worker, WorkerConfig};
 
-use crate::floors::{bash_true, local_policy};
-use crate::stats::{Paired, Summary};
+use crate::floors::local_policy;
+use crate::stats::Summary;
 
 /// Not counted: the first calls open the sandbox and warm the store.
 const WARM_UP: usize = 10;
@@ -36,9 +33,8 @@ const WARM_UP: usize = 10;
 /// What one run of `bash: true` calls measured.
 #[derive(Clone, Debug)]
 pub(crate) struct ToolCallFigures {
-    /// `model_responded` committed → `tool_completed` committed, with the host floor
-    /// measured between calls.
-    pub(crate) call: Paired,
+    /// `model_responded` committed → `tool_completed` committed.
+    pub(crate) call: Summary,
     /// `model_responded` committed → `tool_started` committed (the decision and one append).
     pub(crate) to_started: Summary,
     /// `tool_started` committed → `tool_completed` committed (the exec and one append).
@@ -47,23 +43,21 @@ pub(crate) struct ToolCallFigures {
 
 /// Drives one run making `iterations` (+ warm-up) `bash: true` calls.
 pub(crate) async fn tool_call(
-    local: anyhow::Result<LocalBackend>,
-    sandbox_root: &Path,
+    settings: LocalSettings,
     iterations: usize,
 ) -> anyhow::Result<ToolCallFigures> {
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite://{}", dir.path().join("toren.db").display());
     let store: Arc<dyn EventLog> = Arc::new(SqliteStore::open(&url).await?);
-    let local = local?;
+    let local = LocalBackend::new(settings.clone());
+    local.check()?;
     let calls = WARM_UP + iterations;
     let observer = Arc::new(Times::default());
-    let host = Arc::new(Mutex::new(Vec::new()));
     let worker = Worker::new(WorkerConfig {
         store: Arc::clone(&store),
         models: Arc::new(Arc::new(TrueCaller {
             calls,
             made: AtomicUsize::new(0),
-            host: Arc::clone(&host),
         }) as Arc<dyn ModelProvider>),
         backends: vec![Arc::new(local)],
         toolkit: Toolkit::default(),
@@ -77,7 +71,7 @@ pub(crate) async fn tool_call(
     });
 
     let run = RunId::new();
-    let workspace = Workspace::create(sandbox_root, run.as_str())?;
+    let workspace = Workspace::create(&settings.sandbox_root, run.as_str())?;
     let mut policy = local_policy();
     policy.workspace = Some(workspace.path().display().to_string());
     let created = RunCreated {
@@ -114,16 +108,11 @@ pub(crate) async fn tool_call(
         other => bail!("the benchmark run did not complete: {other:?}"),
     }
     let marks = std::mem::take(&mut *observer.0.lock().unwrap_or_else(PoisonError::into_inner));
-    let host = std::mem::take(&mut *host.lock().unwrap_or_else(PoisonError::into_inner));
-    figures(&marks, host, calls)
+    figures(&marks, calls)
 }
 
 /// Pairs each call's three marks and summarises all but the warm-up.
-fn figures(
-    marks: &[(Mark, Instant)],
-    host: Vec<Duration>,
-    calls: usize,
-) -> anyhow::Result<ToolCallFigures> {
+fn figures(marks: &[(Mark, Instant)], calls: usize) -> anyhow::Result<ToolCallFigures> {
     let mut call = Vec::new();
     let mut to_started = Vec::new();
     let mut started_to_completed = Vec::new();
@@ -148,21 +137,16 @@ fn figures(
     }
     let counted = |mut v: Vec<Duration>| Summary::of(v.split_off(WARM_UP)).context("no samples");
     Ok(ToolCallFigures {
-        call: Paired {
-            it: counted(call)?,
-            host: counted(host)?,
-        },
+        call: counted(call)?,
         to_started: counted(to_started)?,
         started_to_completed: counted(started_to_completed)?,
     })
 }
 
-/// Asks for `bash: true` `calls` times, then ends the run; times a `bash -c true` on the
-/// host before each answer.
+/// Asks for `bash: true` `calls` times, then ends the run.
 struct TrueCaller {
     calls: usize,
     made: AtomicUsize,
-    host: Arc<Mutex<Vec<Duration>>>,
 }
 
 #[async_trait]
@@ -172,17 +156,6 @@ impl ModelProvider for TrueCaller {
         _request: &ModelRequest,
         _on_text: TextSink<'_>,
     ) -> Result<ModelResponse, toren_model::Error> {
-        let t = Instant::now();
-        if let Err(e) = bash_true().await {
-            return Err(toren_model::Error::Client {
-                detail: e.to_string(),
-            });
-        }
-        let floor = t.elapsed();
-        self.host
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(floor);
         let n = self.made.fetch_add(1, Ordering::Relaxed);
         let (tool_calls, stop_reason) = if n < self.calls {
             let call = ToolCall {
