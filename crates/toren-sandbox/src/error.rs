@@ -21,12 +21,6 @@ pub enum Error {
     )]
     BwrapUnusable { stderr: String },
 
-    #[error(
-        "the sandbox helper `{path}` cannot serve commands: {why}\nhint: build it with \
-         `scripts/build-exec-helper` (or point TOREN_EXEC_HELPER at a current build)"
-    )]
-    HelperFailed { path: String, why: String },
-
     #[error("path `{path}` leads outside the workspace; paths are relative to the workspace root")]
     PathEscape { path: String },
 
@@ -127,7 +121,6 @@ impl Error {
             Self::Fs { source, .. } => is_caused_by_path(source),
             Self::BwrapMissing { .. }
             | Self::BwrapUnusable { .. }
-            | Self::HelperFailed { .. }
             | Self::ForeignWorkspace { .. }
             | Self::InvalidEnv { .. }
             | Self::InvalidWorkspaceName { .. }
