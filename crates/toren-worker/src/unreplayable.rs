@@ -15,32 +15,43 @@ pub(crate) fn reason(error: &toren_agent::Error) -> String {
     format!("the run's event log cannot be replayed: {error}")
 }
 
-/// Appends `run_failed` with the reason after the last of `events`, under `lease`. Does
-/// nothing when the log already ends the run.
+/// What recording a log as unreplayable needs of it: where it ends, and whether its last
+/// event ends the run. Taken before the events are folded (the fold takes them).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LogEnd {
+    last_seq: u64,
+    ended: bool,
+}
+
+impl LogEnd {
+    pub(crate) fn of(events: &[Event]) -> Self {
+        Self {
+            last_seq: events.last().map_or(0, |e| e.seq),
+            ended: events
+                .last()
+                .and_then(|e| e.kind.status_after())
+                .is_some_and(RunStatus::is_terminal),
+        }
+    }
+}
+
+/// Appends `run_failed` with the reason after the log's end, under `lease`. Does nothing
+/// when the log already ends the run.
 pub(crate) async fn record(
     store: &dyn EventLog,
     lease: &Lease,
-    events: &[Event],
+    end: LogEnd,
     error: &toren_agent::Error,
 ) -> Result<String, Error> {
     let output = reason(error);
-    if !has_ended(events) {
-        let after = events.last().map_or(0, |e| e.seq);
+    if !end.ended {
         let kind = EventKind::RunFailed(RunFailed {
             error: output.clone(),
         });
-        store.append(lease, after, vec![kind]).await?;
+        store.append(lease, end.last_seq, vec![kind]).await?;
         tracing::error!(run = %lease.run_id, "{output}");
     }
     Ok(output)
-}
-
-/// Whether the log's last event ends the run.
-fn has_ended(events: &[Event]) -> bool {
-    events
-        .last()
-        .and_then(|e| e.kind.status_after())
-        .is_some_and(RunStatus::is_terminal)
 }
 
 /// Takes the run's lease, as a driver would: when no live process holds it, or its holder
@@ -70,10 +81,11 @@ pub async fn fail_if_unreplayable(
     ttl: Duration,
 ) -> Result<Option<String>, Error> {
     let events = store.read(run, 0).await?;
-    let Err(error) = RunState::from_events(&events) else {
+    let end = LogEnd::of(&events);
+    let Err(error) = RunState::from_log_with_history(&[], events) else {
         return Ok(None);
     };
-    if has_ended(&events) {
+    if end.ended {
         return Ok(Some(reason(&error)));
     }
     let lease = match acquire(store, run, holder, ttl).await {
@@ -87,9 +99,10 @@ pub async fn fail_if_unreplayable(
     };
     // Read again under the lease: the log may have moved since.
     let events = store.read(run, 0).await?;
-    let output = match RunState::from_events(&events) {
+    let end = LogEnd::of(&events);
+    let output = match RunState::from_log_with_history(&[], events) {
         Ok(_) => None,
-        Err(error) => Some(record(store, &lease, &events, &error).await?),
+        Err(error) => Some(record(store, &lease, end, &error).await?),
     };
     if let Err(e) = store.release_lease(&lease).await {
         tracing::debug!(run = %run, "could not release the lease: {e}");
