@@ -1,7 +1,8 @@
 //! Running one [`Request`]: spawn the shell as the leader of a new process group with
 //! exactly the requested environment, collect stdout and stderr from one shared pipe (so
 //! they interleave in arrival order) into a bounded [`Capture`], SIGKILL the group at the
-//! deadline, and answer with the exact exit code. The group is killed when its leader exits
+//! deadline, and answer with the exact exit code. Its rlimits (`RLIMIT_CPU`, and where
+//! asked `RLIMIT_DATA` and `RLIMIT_NPROC`) are set between fork and exec. The group is killed when its leader exits
 //! too (in `children`), and as a container's PID 1 the helper then also kills whatever
 //! escaped the group, so nothing a command started outlives it.
 
@@ -20,7 +21,7 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use crate::capture::Capture;
 use crate::cgroup::Counters;
 use crate::children::{Children, Exit};
-use crate::protocol::{Finished, Request, Response};
+use crate::protocol::{Finished, Limits, Request, Response};
 use crate::running::Slot;
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -31,8 +32,14 @@ const DRAIN: Duration = Duration::from_secs(2);
 
 /// Runs `req` with `shell` and says how it went; `slot` learns the command's process
 /// group, so a cancel can kill it.
-pub(crate) fn run(req: &Request, shell: &Path, children: &Children, slot: &Slot) -> Response {
-    match try_run(req, shell, children, slot) {
+pub(crate) fn run(
+    req: &Request,
+    limits: &Limits,
+    shell: &Path,
+    children: &Children,
+    slot: &Slot,
+) -> Response {
+    match try_run(req, limits, shell, children, slot) {
         Ok(finished) => Response::Finished(finished),
         Err(err) => Response::Failed {
             id: req.id.clone(),
@@ -41,7 +48,13 @@ pub(crate) fn run(req: &Request, shell: &Path, children: &Children, slot: &Slot)
     }
 }
 
-fn try_run(req: &Request, shell: &Path, children: &Children, slot: &Slot) -> io::Result<Finished> {
+fn try_run(
+    req: &Request,
+    limits: &Limits,
+    shell: &Path,
+    children: &Children,
+    slot: &Slot,
+) -> io::Result<Finished> {
     let started = Instant::now();
     let (mut reader, writer) = io::pipe()?;
     let mut command = Command::new(shell);
@@ -55,9 +68,7 @@ fn try_run(req: &Request, shell: &Path, children: &Children, slot: &Slot) -> io:
         .stdout(writer.try_clone()?)
         .stderr(writer)
         .process_group(0);
-    if let Some(secs) = req.cpu_secs {
-        limit_cpu(&mut command, secs)?;
-    }
+    install_rlimits(&mut command, req.cpu_secs, limits)?;
     let before = Counters::read();
     let (pid, exited) = children.spawn(&mut command)?;
     slot.started(pid, children);
@@ -124,21 +135,48 @@ fn try_run(req: &Request, shell: &Path, children: &Children, slot: &Slot) -> io:
     })
 }
 
-/// Makes the command's processes start under `RLIMIT_CPU = secs` (never above the current
-/// hard limit, which only a privileged process may raise).
+/// Makes the command's processes start under `RLIMIT_CPU = cpu_secs` and the rlimits in
+/// `limits`, never above the current hard limits (which only a privileged process may
+/// raise).
 #[expect(
     unsafe_code,
-    reason = "a pre_exec hook is the only way to set a child's rlimit before it runs"
+    reason = "a pre_exec hook is the only way to set a child's rlimits before it runs"
 )]
-fn limit_cpu(command: &mut Command, secs: u64) -> io::Result<()> {
-    let (_, hard) = getrlimit(Resource::RLIMIT_CPU).map_err(io::Error::from)?;
-    let (soft, hard) = (secs.min(hard), secs.saturating_add(1).min(hard));
+fn install_rlimits(
+    command: &mut Command,
+    cpu_secs: Option<u64>,
+    limits: &Limits,
+) -> io::Result<()> {
+    let mut wanted = Vec::new();
+    if let Some(secs) = cpu_secs {
+        wanted.push((Resource::RLIMIT_CPU, secs, secs.saturating_add(1)));
+    }
+    if let Some(bytes) = limits.data_bytes {
+        wanted.push((Resource::RLIMIT_DATA, bytes, bytes));
+    }
+    if let Some(n) = limits.nproc {
+        wanted.push((Resource::RLIMIT_NPROC, n, n));
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let rlimits = wanted
+        .into_iter()
+        .map(|(resource, soft, hard)| {
+            let (_, current) = getrlimit(resource).map_err(io::Error::from)?;
+            Ok((resource, soft.min(current), hard.min(current)))
+        })
+        .collect::<io::Result<Vec<_>>>()?;
     // SAFETY: the hook runs in the forked child of a multi-threaded process, where only
-    // async-signal-safe calls are allowed: setrlimit(2) on plain integers, and an error
-    // built from a raw errno, which does not allocate.
+    // async-signal-safe calls are allowed: setrlimit(2) on values prepared before the
+    // fork, and errors built from raw errno values, which do not allocate.
     unsafe {
-        command
-            .pre_exec(move || setrlimit(Resource::RLIMIT_CPU, soft, hard).map_err(io::Error::from));
+        command.pre_exec(move || {
+            for &(resource, soft, hard) in &rlimits {
+                setrlimit(resource, soft, hard).map_err(io::Error::from)?;
+            }
+            Ok(())
+        });
     }
     Ok(())
 }

@@ -15,6 +15,11 @@
 //! process group, for a backend that stopped waiting for it. It exits when its stdin
 //! ends, killing what still runs.
 //!
+//! The local backend runs it the same way, as PID 1 of the bubblewrap sandbox it keeps for
+//! a run (bound read-only at `/.toren-exec`, inside the sandbox's cgroup). Its requests may
+//! carry rlimits of their own ([`protocol::Limited`]) for hosts where no cgroup bounds the
+//! commands.
+//!
 //! The wire format is [`protocol`]; build the static binary with
 //! `scripts/build-exec-helper`.
 
@@ -22,11 +27,13 @@ mod capture;
 mod cgroup;
 mod children;
 mod command;
+mod descriptors;
 mod error;
 pub mod protocol;
 mod running;
 mod serve;
 
 pub use capture::Capture;
+pub use descriptors::close_inherited_on_exec;
 pub use error::{Error, Result};
 pub use serve::{SHELLS, pick_shell, serve};

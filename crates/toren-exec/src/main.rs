@@ -1,5 +1,6 @@
 //! The helper binary: serve requests from stdin until it ends. Arguments are ignored (an
-//! image's `CMD` may be appended to the entrypoint).
+//! image's `CMD` may be appended to the entrypoint). No descriptor it inherited beyond the
+//! standard three reaches a command.
 
 use std::io::{BufReader, stdin, stdout};
 use std::process::ExitCode;
@@ -16,6 +17,7 @@ fn main() -> ExitCode {
         }
         return ExitCode::FAILURE;
     }
+    toren_exec::close_inherited_on_exec();
     match toren_exec::serve(BufReader::new(stdin().lock()), stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -35,6 +35,36 @@ pub struct Request {
     pub cpu_secs: Option<u64>,
 }
 
+/// A [`Request`] with limits of its own, on one line as
+/// `{"request": {...}, "limits": {...}}`. The local backend's warm sandbox sends these;
+/// a container's limits are the container's, and docker sends plain requests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limited {
+    pub request: Request,
+    pub limits: Limits,
+}
+
+/// Limits the helper applies to one command besides `cpu_secs`: the rlimits that stand in
+/// for a cgroup on a host where none can be used.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// `RLIMIT_DATA` of the command's processes, in bytes (where no cgroup bounds memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_bytes: Option<u64>,
+    /// `RLIMIT_NPROC` of the command's processes (where no cgroup bounds their number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nproc: Option<u64>,
+}
+
+impl Limits {
+    /// Whether there is nothing to apply.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// Stop a running command early: its process group is killed, as at its timeout, and its
 /// [`Response`] follows as usual (killed by signal 9). The backend sends it when it stops
 /// waiting for the answer (the caller went away), so that nothing it asked for runs on
@@ -119,6 +149,32 @@ mod tests {
                 cpu_secs: None,
             }
         );
+    }
+
+    #[test]
+    fn a_limited_request_is_not_a_request_and_carries_only_the_limits_set() {
+        let limited = Limited {
+            request: Request {
+                id: "a".into(),
+                command: "true".into(),
+                cwd: "/".into(),
+                env: vec![],
+                timeout_ms: 1,
+                output_limit: 1,
+                cpu_secs: None,
+            },
+            limits: Limits {
+                data_bytes: None,
+                nproc: Some(100),
+            },
+        };
+        let line = serde_json::to_string(&limited).unwrap();
+        assert!(line.ends_with(r#""limits":{"nproc":100}}"#), "{line}");
+        assert_eq!(serde_json::from_str::<Limited>(&line).unwrap(), limited);
+        assert!(serde_json::from_str::<Request>(&line).is_err());
+        let plain = serde_json::to_string(&limited.request).unwrap();
+        assert!(serde_json::from_str::<Limited>(&plain).is_err());
+        assert!(Limits::default().is_empty());
     }
 
     #[test]

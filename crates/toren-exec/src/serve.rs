@@ -13,7 +13,7 @@ use std::thread;
 use crate::children::Children;
 use crate::command;
 use crate::error::{Error, Result};
-use crate::protocol::{Cancel, PROTOCOL_VERSION, Request, Response, write_line};
+use crate::protocol::{Cancel, Limited, Limits, PROTOCOL_VERSION, Request, Response, write_line};
 use crate::running::Running;
 
 /// The shells a command may run under, in order of preference: bash when the image has it
@@ -70,8 +70,11 @@ pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> Result
             commands.cancel(&cancel, &children);
             continue;
         }
-        let request = match serde_json::from_str::<Request>(&line) {
-            Ok(request) => request,
+        let parsed = serde_json::from_str::<Limited>(&line)
+            .map(|l| (l.request, l.limits))
+            .or_else(|_| serde_json::from_str::<Request>(&line).map(|r| (r, Limits::default())));
+        let (request, limits) = match parsed {
+            Ok(parsed) => parsed,
             Err(err) => {
                 let response = Response::Failed {
                     id: id_of(&line),
@@ -92,7 +95,7 @@ pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> Result
         let thread = thread::Builder::new()
             .name(format!("cmd-{}", request.id))
             .spawn(move || {
-                let response = command::run(&request, &shell, &children, &slot);
+                let response = command::run(&request, &limits, &shell, &children, &slot);
                 if let Err(err) = respond(&output, &response) {
                     diag(format_args!("cannot answer request {}: {err}", request.id));
                 }
@@ -127,10 +130,13 @@ fn respond(output: &Mutex<impl Write>, response: &Response) -> Result<()> {
     })
 }
 
-/// The `id` of a request that does not parse as a whole, if it has one.
+/// The `id` of a request (plain or limited) that does not parse as a whole, if it has one.
 fn id_of(line: &str) -> String {
     serde_json::from_str::<serde_json::Value>(line)
         .ok()
-        .and_then(|v| v.get("id")?.as_str().map(str::to_owned))
+        .and_then(|v| {
+            let request = v.get("request").unwrap_or(&v);
+            request.get("id")?.as_str().map(str::to_owned)
+        })
         .unwrap_or_default()
 }

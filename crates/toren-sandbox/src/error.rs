@@ -21,6 +21,12 @@ pub enum Error {
     )]
     BwrapUnusable { stderr: String },
 
+    #[error(
+        "the sandbox helper `{path}` cannot serve commands: {why}\nhint: build it with \
+         `scripts/build-exec-helper` (or point TOREN_EXEC_HELPER at a current build)"
+    )]
+    HelperFailed { path: String, why: String },
+
     #[error("path `{path}` leads outside the workspace; paths are relative to the workspace root")]
     PathEscape { path: String },
 
@@ -121,6 +127,7 @@ impl Error {
             Self::Fs { source, .. } => is_caused_by_path(source),
             Self::BwrapMissing { .. }
             | Self::BwrapUnusable { .. }
+            | Self::HelperFailed { .. }
             | Self::ForeignWorkspace { .. }
             | Self::InvalidEnv { .. }
             | Self::InvalidWorkspaceName { .. }

@@ -18,8 +18,8 @@ mod workspace;
 pub use backend::SandboxBackend;
 pub use error::{Error, Result};
 pub use local::{
-    BwrapSpec, Enforcement, HostLayout, LimitEnforcement, LocalBackend, LocalSettings, RootEntry,
-    SHELL, bwrap_argv, sandbox_env, seccomp_filter,
+    BwrapSpec, Enforcement, HELPER_PATH, HostLayout, Inside, LimitEnforcement, LocalBackend,
+    LocalSettings, RootEntry, SHELL, bwrap_argv, sandbox_env, seccomp_filter,
 };
 pub use pinned::pinned_workspace;
 pub use sandbox::{

@@ -116,10 +116,13 @@ pub(crate) async fn configured_backend(settings: &Settings) -> Result<Option<Bac
 async fn backend_named(name: &str, settings: &Settings) -> Result<Backend, Failure> {
     match name {
         LocalBackend::NAME => {
+            // The helper is found as for docker; without it each command starts a fresh
+            // bubblewrap.
             let backend = LocalBackend::new(LocalSettings {
                 sandbox_root: settings.sandbox_root.clone(),
                 bwrap: None,
-            });
+            })
+            .with_exec_helper(exec_helper(settings));
             backend.check().map_err(Failure::usage)?;
             Ok(Backend {
                 seam: Arc::new(backend),

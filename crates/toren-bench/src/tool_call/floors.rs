@@ -19,7 +19,7 @@ use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures::StreamExt as _;
 use tokio::process::Command;
 use toren_protocol::ResourceLimits;
-use toren_sandbox::{BwrapSpec, HostLayout, bwrap_argv, sandbox_env, seccomp_filter};
+use toren_sandbox::{BwrapSpec, HostLayout, Inside, bwrap_argv, sandbox_env, seccomp_filter};
 
 /// Uncounted calls before every measurement (page cache, the daemon's caches, the store).
 pub(crate) const WARM_UP: usize = 5;
@@ -57,7 +57,7 @@ pub(crate) async fn bwrap(
             layout: &layout,
             tmp_size: ResourceLimits::default().memory,
             seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
-            command: "true",
+            inside: Inside::Command("true"),
         };
         let out = Command::new(bwrap)
             .args(bwrap_argv(&spec))

@@ -4,11 +4,13 @@
 //! taken out at a time (the seccomp filter, the network namespace, the shell), and the
 //! backend's own `exec` (which adds its cgroups, rlimits and output capture, or a warm
 //! sandbox's round trip). Each function runs its command `iterations` times after a short
-//! warm-up and returns the latencies' summary.
+//! warm-up, each time followed by the host floor, and returns both summaries
+//! ([`Paired`]): the machines this runs on are shared and noisy, and a ratio of samples
+//! taken side by side holds up where figures taken minutes apart do not.
 
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -16,21 +18,30 @@ use anyhow::{Context, bail};
 use tokio::process::Command;
 use toren_protocol::{ApprovalPolicy, ResolvedPolicy, ResourceLimits, RunId};
 use toren_sandbox::{
-    BwrapSpec, ExecRequest, HostLayout, LocalBackend, LocalSettings, bwrap_argv, sandbox_env,
-    seccomp_filter,
+    BwrapSpec, ExecRequest, HostLayout, Inside, LocalBackend, LocalSettings, bwrap_argv,
+    sandbox_env, seccomp_filter,
 };
 
-use crate::stats::Summary;
+use crate::stats::{Paired, Summary};
 
 /// Runs before every measurement and is not counted.
 const WARM_UP: usize = 10;
 
 /// `bash -c true` spawned from Tokio with its output collected: the physical floor.
-pub(crate) async fn host_floor(iterations: usize) -> anyhow::Result<Summary> {
+pub(crate) async fn host_floor(iterations: usize) -> anyhow::Result<Paired> {
+    measure(iterations, bash_true).await
+}
+
+/// `bash -c true` on the host with the sandbox's environment (`PATH`, `HOME`, `LANG`):
+/// `LANG=C.UTF-8` alone makes bash load the locale, a share of what any sandboxed command
+/// pays.
+pub(crate) async fn host_with_sandbox_env(iterations: usize) -> anyhow::Result<Paired> {
     measure(iterations, || async {
         let out = Command::new("/bin/bash")
             .args(["-c", "true"])
             .env_clear()
+            .envs(sandbox_env(&[]))
+            .current_dir("/")
             .stdin(Stdio::null())
             .output()
             .await
@@ -41,6 +52,21 @@ pub(crate) async fn host_floor(iterations: usize) -> anyhow::Result<Summary> {
         Ok(())
     })
     .await
+}
+
+/// One `bash -c true`, as the host floor runs it.
+pub(crate) async fn bash_true() -> anyhow::Result<()> {
+    let out = Command::new("/bin/bash")
+        .args(["-c", "true"])
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .context("cannot run bash")?;
+    if !out.status.success() {
+        bail!("bash -c true failed: {}", out.status);
+    }
+    Ok(())
 }
 
 /// One piece left out of the backend's bubblewrap command line.
@@ -73,7 +99,7 @@ pub(crate) async fn bwrap_floor(
     workspace: &Path,
     variant: Bwrap,
     iterations: usize,
-) -> anyhow::Result<Summary> {
+) -> anyhow::Result<Paired> {
     let layout = HostLayout::probe();
     let filter = if variant == Bwrap::NoSeccomp {
         None
@@ -88,7 +114,7 @@ pub(crate) async fn bwrap_floor(
             layout: &layout,
             tmp_size: ResourceLimits::default().memory,
             seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
-            command: "true",
+            inside: Inside::Command("true"),
         };
         let mut argv = bwrap_argv(&spec);
         if variant == Bwrap::NoShell {
@@ -116,14 +142,28 @@ pub(crate) async fn bwrap_floor(
     .await
 }
 
+/// The local backend over `settings`, keeping a sandbox per run with `helper` if given,
+/// checked.
+pub(crate) fn backend(
+    settings: LocalSettings,
+    helper: Option<PathBuf>,
+) -> anyhow::Result<LocalBackend> {
+    let backend = LocalBackend::new(settings);
+    let backend = match helper {
+        Some(helper) => backend.with_exec_helper(helper),
+        None => backend,
+    };
+    backend.check()?;
+    Ok(backend)
+}
+
 /// The local backend's `exec` of `true` in one run's sandbox (opened once, before the
 /// warm-up): what the bash tool pays per call.
 pub(crate) async fn local_exec(
-    settings: LocalSettings,
+    backend: anyhow::Result<LocalBackend>,
     iterations: usize,
-) -> anyhow::Result<Summary> {
-    let backend = LocalBackend::new(settings);
-    backend.check()?;
+) -> anyhow::Result<Paired> {
+    let backend = backend?;
     let sandbox = backend
         .open(&RunId::new(), &local_policy(), Vec::new())
         .await?;
@@ -148,11 +188,10 @@ pub(crate) async fn local_exec(
 /// `LocalBackend::open` and the first `exec` of `true`, each time in a new run's sandbox:
 /// what a run's first command pays.
 pub(crate) async fn local_first_exec(
-    settings: LocalSettings,
+    backend: anyhow::Result<LocalBackend>,
     iterations: usize,
-) -> anyhow::Result<Summary> {
-    let backend = LocalBackend::new(settings);
-    backend.check()?;
+) -> anyhow::Result<Paired> {
+    let backend = backend?;
     measure(iterations, || async {
         let sandbox = backend
             .open(&RunId::new(), &local_policy(), Vec::new())
@@ -198,8 +237,9 @@ fn inheritable_pipe(bytes: &[u8]) -> anyhow::Result<OwnedFd> {
     Ok(reader)
 }
 
-/// Times `iterations` calls of `one` after [`WARM_UP`] uncounted ones.
-async fn measure<F, Fut>(iterations: usize, mut one: F) -> anyhow::Result<Summary>
+/// Times `iterations` calls of `one` after [`WARM_UP`] uncounted ones, each followed by
+/// a timed `bash -c true`.
+async fn measure<F, Fut>(iterations: usize, mut one: F) -> anyhow::Result<Paired>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>>,
@@ -208,10 +248,17 @@ where
         one().await?;
     }
     let mut samples = Vec::with_capacity(iterations);
+    let mut host = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let t = Instant::now();
         one().await?;
         samples.push(t.elapsed());
+        let t = Instant::now();
+        bash_true().await?;
+        host.push(t.elapsed());
     }
-    Summary::of(samples).context("no iterations")
+    Ok(Paired {
+        it: Summary::of(samples).context("no iterations")?,
+        host: Summary::of(host).context("no iterations")?,
+    })
 }

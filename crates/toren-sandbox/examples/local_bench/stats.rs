@@ -4,6 +4,20 @@
 use std::fmt;
 use std::time::Duration;
 
+/// A measurement and the host floor (`bash -c true`) measured alternately with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Paired {
+    pub(crate) it: Summary,
+    pub(crate) host: Summary,
+}
+
+impl Paired {
+    /// How many times the host floor's p50 this measurement's p50 is.
+    pub(crate) fn ratio(&self) -> f64 {
+        self.it.ratio_to(&self.host)
+    }
+}
+
 /// What one measurement found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Summary {

@@ -3,6 +3,10 @@
 //! [`HostLayout::probe`], which records how the host's `/bin`, `/lib`… are laid out so the
 //! sandbox can mirror them. The spawning lives in `exec`.
 //!
+//! Two kinds of sandbox share it ([`Inside`]): one for a single shell command, gone when
+//! the command ends, and one kept for a run, whose PID 1 is the `toren-exec` helper (bound
+//! read-only at [`HELPER_PATH`]) running each command on request.
+//!
 //! The sandbox's root is a fresh, read-only tmpfs holding only: `/usr` read-only, the
 //! top-level `/bin`-like directories (as symlinks or read-only binds, like the host), the few
 //! files of `/etc` that programs need, fresh `/proc`, a read-only `/dev`, size-limited
@@ -45,6 +49,9 @@ const ETC_ENTRIES: [&str; 17] = [
     "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
 ];
+
+/// Where the helper appears inside a kept sandbox (as in the docker backend's containers).
+pub const HELPER_PATH: &str = "/.toren-exec";
 
 /// Only with network access: where to find a name server.
 const ETC_NETWORK_ENTRIES: [&str; 1] = ["/etc/resolv.conf"];
@@ -111,13 +118,25 @@ pub struct BwrapSpec<'a> {
     /// Whether the sandbox shares the host's network (`network: true`).
     pub network: bool,
     pub layout: &'a HostLayout,
-    /// Bytes the sandbox's `/tmp` may hold (it lives in memory); `/dev/shm` gets at most
-    /// [`SHM_SIZE`] of it.
+    /// Bytes the sandbox's `/tmp` may hold (it lives in memory), normally the memory
+    /// limit; `/dev/shm` gets at most [`SHM_SIZE`] of it. A kept sandbox's `/tmp` gets half
+    /// of it and its `/dev/shm` at most a quarter.
     pub tmp_size: u64,
     /// The descriptor from which bubblewrap reads the seccomp filter, if any.
     pub seccomp_fd: Option<i32>,
-    /// The shell command to run.
-    pub command: &'a str,
+    /// What runs in the sandbox.
+    pub inside: Inside<'a>,
+}
+
+/// What a sandbox runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Inside<'a> {
+    /// One shell command under bubblewrap's own init; the sandbox ends with it, and is
+    /// killed if the thread that started bubblewrap goes away (`--die-with-parent`).
+    Command(&'a str),
+    /// The helper (at this host path) as PID 1 (`--as-pid-1`), serving commands over its
+    /// stdio until its input ends, which is how the sandbox ends.
+    Helper(&'a Path),
 }
 
 /// The arguments to pass to `bwrap` (without the program name) to run `spec.command`.
@@ -130,12 +149,14 @@ pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
         argv.push(["--share-net"]);
     }
     argv.push(["--disable-userns", "--cap-drop", "ALL"]);
-    argv.push([
-        "--die-with-parent",
-        "--new-session",
-        "--hostname",
-        "toren-sandbox",
-    ]);
+    match spec.inside {
+        Inside::Command(_) => argv.push(["--die-with-parent"]),
+        // The helper is the sandbox's init and reaper. A kept sandbox must not die with
+        // the thread that happened to start it: it ends when its input does (the backend
+        // closed it, or went away), and the backend kills it by its cgroup.
+        Inside::Helper(_) => argv.push(["--as-pid-1"]),
+    }
+    argv.push(["--new-session", "--hostname", "toren-sandbox"]);
 
     argv.push(["--ro-bind", "/usr", "/usr"]);
     for entry in &spec.layout.root_entries {
@@ -158,8 +179,13 @@ pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
     }
     // The memory-backed filesystems are sized, and the rest of `/dev` and the root itself
     // are read-only, so no command can fill the host's memory through them.
-    let tmp = spec.tmp_size.to_string();
-    let shm = spec.tmp_size.min(SHM_SIZE).to_string();
+    let (tmp, shm) = match spec.inside {
+        Inside::Command(_) => (spec.tmp_size, spec.tmp_size.min(SHM_SIZE)),
+        // They last for the run and what they hold counts against the memory limit that
+        // all of the sandbox's commands share: at least a quarter is always left.
+        Inside::Helper(_) => (spec.tmp_size / 2, (spec.tmp_size / 4).min(SHM_SIZE)),
+    };
+    let (tmp, shm) = (tmp.to_string(), shm.to_string());
     argv.push(["--proc", "/proc", "--dev", "/dev"]);
     argv.push([
         "--size",
@@ -179,11 +205,17 @@ pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
         spec.workspace.as_os_str(),
         SANDBOX_WORKDIR.as_ref(),
     ]);
+    if let Inside::Helper(path) = spec.inside {
+        argv.push_os(["--ro-bind".as_ref(), path.as_os_str(), HELPER_PATH.as_ref()]);
+    }
     argv.push(["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR]);
     if let Some(fd) = spec.seccomp_fd {
         argv.push(["--seccomp", &fd.to_string()]);
     }
-    argv.push(["--", SHELL, "-c", spec.command]);
+    match spec.inside {
+        Inside::Command(command) => argv.push(["--", SHELL, "-c", command]),
+        Inside::Helper(_) => argv.push(["--", HELPER_PATH]),
+    }
     argv.0
 }
 

@@ -3,7 +3,9 @@
 //! in the cgroup v2 tree or the v1 hierarchies — and checks it by creating one. A
 //! [`CallCgroup`] is one command's cgroup: created with the limits written, joined by the
 //! command's process before it execs bubblewrap (see `limits`), emptied and removed after
-//! the call. Nothing here decides what to do without cgroups; `limits` does.
+//! the call. A kept sandbox gets one too, for all its commands and its helper, joined by
+//! bubblewrap and kept until the sandbox ends. Nothing here decides what to do without
+//! cgroups; `limits` does.
 
 use std::fs::{self, File};
 use std::io;
@@ -256,7 +258,26 @@ fn pid_namespace() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-/// One command's cgroups (one per hierarchy in use), limits written.
+/// Limit hits counted by a cgroup.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    /// Processes the OOM killer killed.
+    pub(crate) oom_kills: u64,
+    /// Forks refused at the process limit.
+    pub(crate) pids_max: u64,
+}
+
+impl Counters {
+    /// What was counted since `earlier`.
+    pub(crate) fn since(self, earlier: Self) -> Self {
+        Self {
+            oom_kills: self.oom_kills.saturating_sub(earlier.oom_kills),
+            pids_max: self.pids_max.saturating_sub(earlier.pids_max),
+        }
+    }
+}
+
+/// One command's cgroups (one per hierarchy in use), limits written; or a kept sandbox's.
 #[derive(Debug)]
 pub(crate) struct CallCgroup {
     dirs: Vec<(Version, PathBuf)>,
@@ -329,24 +350,33 @@ impl CallCgroup {
     /// Whether the memory limit killed a process, and whether a fork was refused for the
     /// process limit, during this call.
     pub(crate) fn events(&self) -> (bool, bool) {
-        let mut oom = false;
-        let mut pids_max = false;
+        let counters = self.counters();
+        (counters.oom_kills > 0, counters.pids_max > 0)
+    }
+
+    /// How often, since the cgroups were made, the memory limit killed a process and a
+    /// fork was refused for the process limit.
+    pub(crate) fn counters(&self) -> Counters {
+        let mut counters = Counters::default();
         for (version, dir) in &self.dirs {
             let counter = |file: &str, key: &str| {
-                fs::read_to_string(dir.join(file)).ok().is_some_and(|text| {
-                    text.lines().any(|line| {
-                        line.split_once(' ')
-                            .is_some_and(|(k, v)| k == key && v.trim() != "0")
+                fs::read_to_string(dir.join(file))
+                    .ok()
+                    .and_then(|text| {
+                        text.lines().find_map(|line| {
+                            let (k, v) = line.split_once(' ')?;
+                            (k == key).then(|| v.trim().parse::<u64>().ok()).flatten()
+                        })
                     })
-                })
+                    .unwrap_or(0)
             };
-            pids_max |= counter("pids.events", "max");
-            oom |= match version {
+            counters.pids_max += counter("pids.events", "max");
+            counters.oom_kills += match version {
                 Version::V2 => counter("memory.events", "oom_kill"),
                 Version::V1 => counter("memory.oom_control", "oom_kill"),
             };
         }
-        (oom, pids_max)
+        counters
     }
 
     /// Kills whatever is left in the cgroups and removes them, waiting up to a second or
@@ -359,6 +389,16 @@ impl CallCgroup {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tracing::warn!(dirs = ?self.dirs, "a sandbox cgroup could not be removed yet");
+    }
+
+    /// SIGKILL to every process in the cgroups (a kept sandbox's bubblewrap, its helper,
+    /// whose death ends the sandbox's pid namespace, and every command).
+    pub(crate) fn kill(&self) {
+        for (_, dir) in &self.dirs {
+            for pid in members(dir) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
     }
 
     /// One round of killing and removing; true once every cgroup is gone.

@@ -1,21 +1,33 @@
 //! Resource limits for the local backend: which mechanism enforces each limit on this host
-//! ([`LimitEnforcement`], decided once), and what one command's process does between fork
-//! and exec to come under them — join its per-call cgroups (`cgroup`), lower its rlimits,
-//! and drop every inherited file descriptor but the standard three (and the seccomp filter
-//! bubblewrap reads). cgroups are preferred: they count every process and byte of the command as a
-//! whole. Without them, rlimits are the fallback, with the caveats `SECURITY.md` spells out:
-//! they apply per process, and `RLIMIT_NPROC` counts all processes of the user and does not
-//! bind root at all.
+//! ([`LimitEnforcement`], decided once), and what bubblewrap's process does between fork
+//! and exec — for one command, join its per-call cgroups (`cgroup`) and lower its rlimits;
+//! for a kept sandbox, join the sandbox's cgroups — and in both, drop every inherited file
+//! descriptor but the standard three and the seccomp filter bubblewrap reads. A kept
+//! sandbox's cgroups hold the limits for everything in it (its commands and, with
+//! [`HELPER_PIDS`] more processes, its helper); its commands get their rlimits from the
+//! helper, per command ([`Limiter::command_limits`]), exactly as a command run on its own
+//! gets them. Moving a process into a cgroup costs milliseconds on cgroup v1 (the kernel
+//! waits for an RCU grace period), which is why a kept sandbox's commands do not each get
+//! a cgroup of their own. cgroups are preferred: they count every process and byte of the
+//! command as a whole. Without them, rlimits are the fallback, with the caveats
+//! `SECURITY.md` spells out: they apply per process, and `RLIMIT_NPROC` counts all
+//! processes of the user and does not bind root at all.
 
 use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
+use toren_exec::protocol::Limits;
 use toren_protocol::ResourceLimits;
 
 use super::cgroup::{CallCgroup, Cgroups, Version};
 use super::seccomp;
+
+/// Processes and threads a kept sandbox's helper (and bubblewrap) may need on top of the
+/// commands' limit: its main thread, its reaper, two threads per running command, and
+/// bubblewrap itself. The docker backend gives its containers as many.
+pub(crate) const HELPER_PIDS: u32 = 16;
 
 /// How one limit is enforced on this host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,25 +153,46 @@ impl Limiter {
                 Ok((resource, soft.min(current), hard.min(current)))
             })
             .collect::<io::Result<Vec<_>>>()?;
-        let (open_files, _) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
-        let seccomp = if seccomp::SUPPORTED {
-            Some(OwnedFd::from(seccomp::pipe()?))
-        } else {
-            None
-        };
+        let join = procs.into_iter().map(OwnedFd::from).collect();
         Ok(Prepared {
             cgroup,
-            setup: ChildSetup {
-                join: procs.into_iter().map(OwnedFd::from).collect(),
-                rlimits,
-                fd_scan_end: i32::try_from(open_files.min(65_536)).unwrap_or(65_536),
-                seccomp,
-            },
+            setup: ChildSetup::new(join, rlimits)?,
         })
+    }
+
+    /// Prepares a kept sandbox: its cgroups (where cgroups can be used here), with
+    /// `limits` written for all its processes, and what bubblewrap's process does before
+    /// exec.
+    pub(crate) fn prepare_sandbox(&self, limits: &ResourceLimits) -> io::Result<Prepared> {
+        let (cgroup, procs) = if self.cgroups.pids.is_some() || self.cgroups.memory.is_some() {
+            let pids = limits.pids.saturating_add(HELPER_PIDS);
+            let (cgroup, procs) = CallCgroup::create(&self.cgroups, pids, limits.memory)?;
+            (Some(cgroup), procs)
+        } else {
+            (None, Vec::new())
+        };
+        let join = procs.into_iter().map(OwnedFd::from).collect();
+        Ok(Prepared {
+            cgroup,
+            setup: ChildSetup::new(join, Vec::new())?,
+        })
+    }
+
+    /// The rlimits one command of a kept sandbox asks the helper for besides `RLIMIT_CPU`
+    /// (`limits.cpu_secs`): the fallbacks for the limits no cgroup enforces here, exactly
+    /// what a command run on its own gets (see [`Limiter::prepare`]).
+    pub(crate) fn command_limits(&self, limits: &ResourceLimits) -> Limits {
+        Limits {
+            data_bytes: self.cgroups.memory.is_none().then_some(limits.memory),
+            nproc: (self.cgroups.pids.is_none() && !self.root).then(|| {
+                count_user_tasks(nix::unistd::getuid().as_raw())
+                    .saturating_add(u64::from(limits.pids))
+            }),
+        }
     }
 }
 
-/// One command's limits, ready to apply.
+/// One command's limits (or a kept sandbox's), ready to apply.
 pub(crate) struct Prepared {
     pub(crate) cgroup: Option<CallCgroup>,
     pub(crate) setup: ChildSetup,
@@ -178,6 +211,21 @@ pub(crate) struct ChildSetup {
 }
 
 impl ChildSetup {
+    fn new(join: Vec<OwnedFd>, rlimits: Vec<(Resource, u64, u64)>) -> io::Result<Self> {
+        let (open_files, _) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+        let seccomp = if seccomp::SUPPORTED {
+            Some(OwnedFd::from(seccomp::pipe()?))
+        } else {
+            None
+        };
+        Ok(Self {
+            join,
+            rlimits,
+            fd_scan_end: i32::try_from(open_files.min(65_536)).unwrap_or(65_536),
+            seccomp,
+        })
+    }
+
     /// Joins the cgroups (writing `0` moves the writer), lowers the rlimits, and keeps
     /// every descriptor but stdin, stdout and stderr from crossing exec.
     fn apply(&self) -> io::Result<()> {

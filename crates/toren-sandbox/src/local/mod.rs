@@ -1,13 +1,19 @@
-//! The `local` backend: each command runs under bubblewrap (Linux namespaces, no daemon)
-//! over the run's workspace directory. [`LocalBackend`] checks bwrap once and opens one
-//! [`Sandbox`] per run; the argv is built by the pure `argv` module and run by `exec`, under
-//! the resource limits of `limits` (with `cgroup`) and the system call filter of `seccomp`.
+//! The `local` backend: commands run under bubblewrap (Linux namespaces, no daemon) over
+//! the run's workspace directory. [`LocalBackend`] checks bwrap once and opens one
+//! [`Sandbox`] per run. With the `toren-exec` helper (the normal case) a run keeps one
+//! bubblewrap sandbox with the helper as its PID 1 and sends it each command (`warm`, over
+//! `session`); without it, each command is a fresh `bwrap … bash -c` (`exec`), several
+//! times slower but with the same confinement. Either way the argv is built by the pure
+//! `argv` module, under the resource limits of `limits` (with `cgroup`) and the system
+//! call filter of `seccomp`.
 
 mod argv;
 mod cgroup;
 mod exec;
 mod limits;
 mod seccomp;
+mod session;
+mod warm;
 
 use std::fmt;
 use std::fs::DirBuilder;
@@ -20,10 +26,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use toren_protocol::{ResolvedPolicy, ResourceLimits, RunId};
 
-pub use argv::{BwrapSpec, HostLayout, RootEntry, SHELL, bwrap_argv, sandbox_env};
+pub use argv::{
+    BwrapSpec, HELPER_PATH, HostLayout, Inside, RootEntry, SHELL, bwrap_argv, sandbox_env,
+};
 pub use limits::{Enforcement, LimitEnforcement};
 
 use limits::Limiter;
+use warm::Warm;
 
 use crate::backend::SandboxBackend;
 use crate::error::{Error, Result};
@@ -48,6 +57,10 @@ pub struct LocalSettings {
 pub struct LocalBackend {
     settings: LocalSettings,
     bwrap: Option<PathBuf>,
+    /// The helper as configured ([`LocalBackend::with_exec_helper`]).
+    exec_helper: Option<PathBuf>,
+    /// The helper, if there is one at the configured path.
+    helper: Option<PathBuf>,
     layout: Arc<HostLayout>,
     limiter: Arc<Limiter>,
 }
@@ -70,6 +83,8 @@ impl LocalBackend {
         Self {
             settings,
             bwrap,
+            exec_helper: None,
+            helper: None,
             layout: Arc::new(HostLayout::probe()),
             limiter: Arc::new(Limiter::probe()),
         }
@@ -84,8 +99,26 @@ impl LocalBackend {
         self.limiter.enforcement()
     }
 
+    /// Runs keep one sandbox each with the `toren-exec` helper at `path` as its PID 1, and
+    /// send it each command: several times faster than a fresh bubblewrap per command,
+    /// equally confined. Where there is no file at `path`, each command starts a fresh
+    /// bubblewrap as without it ([`LocalBackend::check`] warns). (A method rather than a
+    /// field of [`LocalSettings`], so existing settings stay valid as they are.)
+    pub fn with_exec_helper(mut self, path: PathBuf) -> Self {
+        self.helper = path.is_file().then(|| path.clone());
+        self.exec_helper = Some(path);
+        self
+    }
+
+    /// Whether runs keep a sandbox with the helper (else each command is a fresh bwrap).
+    pub fn keeps_sandboxes(&self) -> bool {
+        self.helper.is_some()
+    }
+
     /// Runs `true` in a sandbox built exactly like a real one (over the sandbox root), so a
-    /// missing binary or a host without user namespaces fails at startup with the fix.
+    /// missing binary or a host without user namespaces fails at startup with the fix;
+    /// then, with the helper, `true` once more through a kept sandbox, so a helper that
+    /// cannot serve fails here too.
     pub fn check(&self) -> Result<()> {
         let bwrap = self.bwrap()?;
         let root = &self.settings.sandbox_root;
@@ -105,7 +138,7 @@ impl LocalBackend {
             layout: &self.layout,
             tmp_size: ResourceLimits::default().memory,
             seccomp_fd: None,
-            command: "true",
+            inside: Inside::Command("true"),
         };
         // The seccomp filter, on a descriptor bwrap inherits (the real commands get theirs
         // from the pre-exec hook instead).
@@ -135,8 +168,17 @@ impl LocalBackend {
             });
         };
         if probe.status.success() {
+            self.check_helper()?;
             let enforcement = self.enforcement();
-            tracing::info!(%enforcement, "sandbox resource limits");
+            if self.keeps_sandboxes() {
+                tracing::info!(
+                    %enforcement,
+                    "sandbox resource limits (a run's kept sandbox: one cgroup for all its \
+                     commands, rlimits per command)"
+                );
+            } else {
+                tracing::info!(%enforcement, "sandbox resource limits (per command)");
+            }
             if enforcement.pids == Enforcement::Unenforced {
                 tracing::warn!(
                     "no limit on the number of processes a sandboxed command may start: no \
@@ -181,6 +223,17 @@ impl LocalBackend {
                 uid,
             });
         }
+        let warm = self.helper.as_ref().map(|helper| {
+            Warm::new(warm::Setup {
+                bwrap: bwrap.clone(),
+                helper: helper.clone(),
+                workspace: workspace.path().to_owned(),
+                network: policy.network,
+                layout: Arc::clone(&self.layout),
+                limiter: Arc::clone(&self.limiter),
+                limits: policy.limits,
+            })
+        });
         Ok(Arc::new(LocalSandbox {
             bwrap,
             workspace,
@@ -189,7 +242,67 @@ impl LocalBackend {
             limiter: Arc::clone(&self.limiter),
             limits: policy.limits,
             env: sandbox_env(&env),
+            warm,
         }))
+    }
+
+    /// With a helper, runs `true` through a kept sandbox over the sandbox root, on a
+    /// thread of its own (this may be called from async code, which must not block on
+    /// another runtime); without one, warns that each command starts a fresh bubblewrap.
+    fn check_helper(&self) -> Result<()> {
+        let Some(helper) = &self.helper else {
+            let looked = self.exec_helper.as_ref().map_or_else(
+                || "none configured".to_owned(),
+                |p| format!("`{}`", p.display()),
+            );
+            tracing::warn!(
+                "no sandbox helper (toren-exec) found ({looked}): each command starts a fresh \
+                 bubblewrap, several times slower; build it with scripts/build-exec-helper"
+            );
+            return Ok(());
+        };
+        let warm = Warm::new(warm::Setup {
+            bwrap: self.bwrap()?.to_owned(),
+            helper: helper.clone(),
+            workspace: self.settings.sandbox_root.clone(),
+            network: false,
+            layout: Arc::clone(&self.layout),
+            limiter: Arc::clone(&self.limiter),
+            limits: ResourceLimits::default(),
+        });
+        let failed = |why: String| Error::HelperFailed {
+            path: helper.display().to_string(),
+            why,
+        };
+        let probe = std::thread::Builder::new()
+            .name("helper-probe".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::io("cannot start a runtime for the probe", e))?;
+                runtime.block_on(async {
+                    let req = ExecRequest {
+                        command: "true".to_owned(),
+                        timeout: PROBE_TIMEOUT,
+                        output_limit: 1024,
+                    };
+                    let out = warm.exec(&req, &sandbox_env(&[])).await;
+                    // Gone before the probe's runtime is: no cgroup is left behind.
+                    warm.close().await;
+                    out
+                })
+            })
+            .map_err(|e| Error::io("cannot start the helper probe", e))?;
+        let out = probe
+            .join()
+            .map_err(|_| failed("the probe panicked".to_owned()))??;
+        if out.exit_code == Some(0) {
+            tracing::info!(helper = %helper.display(), "runs keep a sandbox with the helper");
+            Ok(())
+        } else {
+            Err(failed(format!("`true` came back as {out:?}")))
+        }
     }
 
     fn bwrap(&self) -> Result<&Path> {
@@ -217,14 +330,22 @@ impl SandboxBackend for LocalBackend {
         LocalBackend::open(self, run, policy, env).await
     }
 
-    // `finish` and `release` keep the default: a local sandbox holds nothing between
-    // commands.
+    // `finish` and `release` keep the default: a run's kept sandbox ends when the sandbox
+    // is dropped, which the worker does when it stops driving the run.
 
     async fn ready(&self) -> Result<()> {
         let bwrap = self.bwrap()?;
         if !bwrap.is_file() {
             return Err(Error::BwrapMissing {
                 searched: format!("`{}`", bwrap.display()),
+            });
+        }
+        if let Some(helper) = &self.helper
+            && !helper.is_file()
+        {
+            return Err(Error::HelperFailed {
+                path: helper.display().to_string(),
+                why: "it is gone".to_owned(),
             });
         }
         Ok(())
@@ -293,7 +414,8 @@ fn check_env(name: &str, value: &str) -> Result<()> {
     }
 }
 
-/// One run's bubblewrap sandbox: every `exec` is a fresh `bwrap … bash -c`.
+/// One run's bubblewrap sandbox: kept, with the helper (`warm`), or a fresh
+/// `bwrap … bash -c` for every `exec`.
 struct LocalSandbox {
     bwrap: PathBuf,
     workspace: Workspace,
@@ -303,6 +425,8 @@ struct LocalSandbox {
     limits: ResourceLimits,
     /// The command's whole environment, granted values included: never logged.
     env: Vec<(String, String)>,
+    /// The kept sandbox, when the helper is there.
+    warm: Option<Warm>,
 }
 
 impl fmt::Debug for LocalSandbox {
@@ -311,6 +435,7 @@ impl fmt::Debug for LocalSandbox {
             .field("workspace", &self.workspace.path())
             .field("network", &self.network)
             .field("limits", &self.limits)
+            .field("kept", &self.warm.is_some())
             .field(
                 "env",
                 &self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
@@ -335,6 +460,9 @@ impl Sandbox for LocalSandbox {
 
     async fn exec(&self, req: ExecRequest) -> Result<ExecOutput> {
         check_command(&req.command)?;
+        if let Some(warm) = &self.warm {
+            return warm.exec(&req, &self.env).await;
+        }
         let prepared = self
             .limiter
             .prepare(&self.limits)
@@ -345,7 +473,7 @@ impl Sandbox for LocalSandbox {
             layout: &self.layout,
             tmp_size: self.limits.memory,
             seccomp_fd: prepared.setup.seccomp_fd(),
-            command: &req.command,
+            inside: Inside::Command(&req.command),
         };
         exec::run(
             &self.bwrap,

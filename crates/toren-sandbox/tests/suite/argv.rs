@@ -3,16 +3,20 @@
 use std::path::Path;
 
 use pretty_assertions::assert_eq;
-use toren_sandbox::{BwrapSpec, HostLayout, RootEntry, bwrap_argv, sandbox_env};
+use toren_sandbox::{BwrapSpec, HostLayout, Inside, RootEntry, bwrap_argv, sandbox_env};
 
 fn render(network: bool, layout: &HostLayout) -> String {
+    render_inside(network, layout, Inside::Command("echo hi && ls"))
+}
+
+fn render_inside(network: bool, layout: &HostLayout, inside: Inside<'_>) -> String {
     let spec = BwrapSpec {
         workspace: Path::new("/srv/toren/sandboxes/run_01abc"),
         network,
         layout,
         tmp_size: 2 * 1024 * 1024 * 1024,
         seccomp_fd: Some(3),
-        command: "echo hi && ls",
+        inside,
     };
     let argv = bwrap_argv(&spec);
     argv.iter()
@@ -24,6 +28,45 @@ fn render(network: bool, layout: &HostLayout) -> String {
 #[test]
 fn argv_for_a_merged_usr_host_without_network() {
     insta::assert_snapshot!(render(false, &HostLayout::merged_usr()));
+}
+
+#[test]
+fn a_kept_sandbox_runs_the_helper_as_pid_1_bound_read_only_with_a_smaller_tmp() {
+    let layout = HostLayout::merged_usr();
+    let command = render(false, &layout);
+    let helper = Path::new("/opt/toren/toren-exec");
+    let kept = render_inside(false, &layout, Inside::Helper(helper));
+    insta::assert_snapshot!(kept);
+    // The same namespaces, mounts and filter; only how it lives, its /tmp and what runs
+    // differ.
+    let only = |a: &str, b: &str| -> Vec<String> {
+        a.lines()
+            .filter(|l| !b.lines().any(|w| w == *l))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        only(&kept, &command),
+        // Half the memory for a /tmp that lasts the run, the bind's source and target, and
+        // the program run.
+        [
+            "--as-pid-1",
+            "1073741824",
+            "/opt/toren/toren-exec",
+            "/.toren-exec",
+            "/.toren-exec"
+        ]
+    );
+    assert_eq!(
+        only(&command, &kept),
+        [
+            "--die-with-parent",
+            "2147483648",
+            "/bin/bash",
+            "-c",
+            "echo hi && ls"
+        ]
+    );
 }
 
 #[test]

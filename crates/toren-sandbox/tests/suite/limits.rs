@@ -1,6 +1,7 @@
 //! Resource limits of the local backend, run for real: the mechanism each limit uses on
-//! this host, commands placed in their own cgroup and the cgroup gone afterwards, and a
-//! fork bomb, a memory hog and a CPU spinner each stopped by its limit.
+//! this host, commands placed in their own cgroup (a kept sandbox's commands in the
+//! sandbox's) and the cgroup gone afterwards, and a fork bomb, a memory hog and a CPU
+//! spinner each stopped by its limit — both ways the backend runs commands.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,9 +9,16 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
 use toren_protocol::{ApprovalPolicy, ResolvedPolicy, ResourceLimits, RunId};
-use toren_sandbox::{
-    Enforcement, ExecOutput, ExecRequest, LimitHit, LocalBackend, LocalSettings, Sandbox,
-};
+use toren_sandbox::{Enforcement, ExecOutput, ExecRequest, LimitHit, LocalBackend, Sandbox};
+
+use super::support::{Mode, backend, both_modes, eventually, processes_with};
+
+both_modes!(
+    the_mechanism_of_each_limit_is_known_and_commands_get_their_own_cgroup,
+    a_fork_bomb_is_contained_and_the_next_command_runs,
+    a_memory_hog_is_stopped_at_the_limit,
+    cpu_time_is_limited_per_process,
+);
 
 struct Fixture {
     _root: TempDir,
@@ -18,12 +26,9 @@ struct Fixture {
     sandbox: Arc<dyn Sandbox>,
 }
 
-async fn fixture(limits: ResourceLimits) -> Fixture {
+async fn fixture(mode: Mode, limits: ResourceLimits) -> Fixture {
     let root = tempfile::tempdir().unwrap();
-    let backend = LocalBackend::new(LocalSettings {
-        sandbox_root: root.path().join("sandboxes"),
-        bwrap: None,
-    });
+    let backend = backend(&root.path().join("sandboxes"), mode);
     let policy = ResolvedPolicy {
         backend: "local".to_owned(),
         image: None,
@@ -63,24 +68,7 @@ impl Fixture {
     }
 }
 
-/// Host pids of processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != std::process::id())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                String::from_utf8_lossy(&c)
-                    .replace('\0', " ")
-                    .contains(marker)
-            })
-        })
-        .collect()
-}
-
-fn toren_cgroups() -> Vec<String> {
+pub(crate) fn toren_cgroups() -> Vec<String> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
     let mut found = Vec::new();
     for dir in ["pids", "memory", "unified"] {
@@ -104,9 +92,8 @@ fn toren_cgroups() -> Vec<String> {
     found
 }
 
-#[tokio::test]
-async fn the_mechanism_of_each_limit_is_known_and_commands_get_their_own_cgroup() {
-    let f = fixture(ResourceLimits::default()).await;
+async fn the_mechanism_of_each_limit_is_known_and_commands_get_their_own_cgroup(mode: Mode) {
+    let f = fixture(mode, ResourceLimits::default()).await;
     let enforcement = f.backend.enforcement();
     println!("local backend limits on this host: {enforcement}");
     assert_eq!(enforcement.cpu, Enforcement::Rlimit);
@@ -117,7 +104,11 @@ async fn the_mechanism_of_each_limit_is_known_and_commands_get_their_own_cgroup(
         println!("not applicable here: no writable cgroup with pids and memory controllers");
         return;
     }
-    let marker = "sleep 31.4159";
+    // Distinct per mode: both run at once.
+    let marker = match mode {
+        Mode::Kept => "sleep 31.4159",
+        Mode::PerCall => "sleep 31.2718",
+    };
     let (out, seen) = tokio::join!(f.run(marker, Duration::from_secs(20)), async {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -140,27 +131,36 @@ async fn the_mechanism_of_each_limit_is_known_and_commands_get_their_own_cgroup(
     assert_eq!(out.exit_code, Some(137));
     let tag = format!("/toren-{}-", std::process::id());
     assert!(seen.contains(&tag), "not in a per-call cgroup:\n{seen}");
-    assert_eq!(
-        toren_cgroups(),
-        Vec::<String>::new(),
-        "removed after the call"
+    if mode == Mode::Kept {
+        // The sandbox's cgroup lasts as long as the sandbox.
+        assert_ne!(toren_cgroups(), Vec::<String>::new());
+        drop(f);
+    }
+    assert!(
+        eventually(|| toren_cgroups().is_empty()).await,
+        "left behind: {:?}",
+        toren_cgroups()
     );
 }
 
-#[tokio::test]
-async fn a_fork_bomb_is_contained_and_the_next_command_runs() {
+async fn a_fork_bomb_is_contained_and_the_next_command_runs(mode: Mode) {
     let limits = ResourceLimits {
         pids: 32,
         ..ResourceLimits::default()
     };
-    let f = fixture(limits).await;
+    let f = fixture(mode, limits).await;
     if f.backend.enforcement().pids == Enforcement::Unenforced {
         println!("not applicable here: no process limit can be enforced (root without cgroups)");
         return;
     }
-    let bomb = "bomb_9d1e() { bomb_9d1e | bomb_9d1e & }; bomb_9d1e; sleep 3";
+    // Distinct per mode: both run at once.
+    let name = match mode {
+        Mode::Kept => "bomb_kept_9d1e",
+        Mode::PerCall => "bomb_call_9d1e",
+    };
+    let bomb = format!("{name}() {{ {name} | {name} & }}; {name}; sleep 3");
     let started = Instant::now();
-    let out = f.run(bomb, Duration::from_secs(3)).await;
+    let out = f.run(&bomb, Duration::from_secs(3)).await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
@@ -174,7 +174,7 @@ async fn a_fork_bomb_is_contained_and_the_next_command_runs() {
             "{out:?}"
         );
     }
-    assert_eq!(processes_with("bomb_9d1e"), Vec::<u32>::new());
+    assert_eq!(processes_with(name), Vec::<u32>::new());
 
     let started = Instant::now();
     let next = f.run("echo still here", Duration::from_secs(10)).await;
@@ -186,13 +186,12 @@ async fn a_fork_bomb_is_contained_and_the_next_command_runs() {
     );
 }
 
-#[tokio::test]
-async fn a_memory_hog_is_stopped_at_the_limit() {
+async fn a_memory_hog_is_stopped_at_the_limit(mode: Mode) {
     let limits = ResourceLimits {
         memory: 64 * 1024 * 1024,
         ..ResourceLimits::default()
     };
-    let f = fixture(limits).await;
+    let f = fixture(mode, limits).await;
     let hog = "x=$(head -c 300000000 /dev/zero | tr '\\0' a); echo survived ${#x}";
     let out = f.run(hog, Duration::from_secs(30)).await;
     assert!(!out.output.contains("survived"), "{out:?}");
@@ -208,13 +207,12 @@ async fn a_memory_hog_is_stopped_at_the_limit() {
     }
 }
 
-#[tokio::test]
-async fn cpu_time_is_limited_per_process() {
+async fn cpu_time_is_limited_per_process(mode: Mode) {
     let limits = ResourceLimits {
         cpu_secs: 1,
         ..ResourceLimits::default()
     };
-    let f = fixture(limits).await;
+    let f = fixture(mode, limits).await;
     let started = Instant::now();
     let out = f.run("while :; do :; done", Duration::from_secs(20)).await;
     assert!(

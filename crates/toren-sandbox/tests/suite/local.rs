@@ -1,5 +1,7 @@
 //! The bubblewrap backend, run for real: confinement, environment, network, timeouts,
-//! process cleanup and output capture.
+//! process cleanup and output capture — each both ways the backend runs commands (a
+//! sandbox kept per run with the helper, and a fresh bubblewrap per command); then what
+//! only a kept sandbox does (`kept_sandbox`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,22 +11,32 @@ use pretty_assertions::assert_eq;
 use tempfile::TempDir;
 use toren_protocol::{ApprovalPolicy, ResolvedPolicy, RunId};
 use toren_sandbox::{
-    Error, ExecOutput, ExecRequest, HostLayout, LocalBackend, LocalSettings, RootEntry, Sandbox,
+    Error, ExecOutput, ExecRequest, HELPER_PATH, HostLayout, LocalBackend, LocalSettings,
+    RootEntry, Sandbox,
 };
 
-struct Fixture {
-    root: TempDir,
-    sandbox: Arc<dyn Sandbox>,
+use super::support::{Mode, backend, both_modes};
+
+both_modes!(
+    commands_run_in_the_workspace_and_their_files_persist,
+    the_host_outside_the_workspace_is_read_only_or_absent,
+    env_holds_only_the_minimum_and_granted_names_and_values_stay_out_of_argv,
+    no_file_descriptor_of_the_runtime_reaches_the_command,
+    the_kernel_keyrings_are_out_of_reach,
+    network_is_unshared_by_default,
+    network_is_shared_when_granted,
+    timeout_kills_the_command_and_its_children,
+    nothing_the_command_started_outlives_the_call,
+    huge_output_is_capped_to_head_and_tail,
+    stdout_and_stderr_interleave_in_order_and_exit_codes_are_reported,
+);
+
+pub(crate) struct Fixture {
+    pub(crate) root: TempDir,
+    pub(crate) sandbox: Arc<dyn Sandbox>,
 }
 
-fn backend(root: &TempDir) -> LocalBackend {
-    LocalBackend::new(LocalSettings {
-        sandbox_root: root.path().join("sandboxes"),
-        bwrap: None,
-    })
-}
-
-async fn fixture_with(network: bool, env: Vec<(String, String)>) -> Fixture {
+pub(crate) async fn fixture_with(mode: Mode, network: bool, env: Vec<(String, String)>) -> Fixture {
     let root = tempfile::tempdir().unwrap();
     let policy = ResolvedPolicy {
         backend: "local".to_owned(),
@@ -37,19 +49,19 @@ async fn fixture_with(network: bool, env: Vec<(String, String)>) -> Fixture {
         on_interrupt: Default::default(),
         sandbox_key: None,
     };
-    let sandbox = backend(&root)
+    let sandbox = backend(&root.path().join("sandboxes"), mode)
         .open(&RunId::new(), &policy, env)
         .await
         .unwrap();
     Fixture { root, sandbox }
 }
 
-async fn fixture() -> Fixture {
-    fixture_with(false, Vec::new()).await
+pub(crate) async fn fixture(mode: Mode) -> Fixture {
+    fixture_with(mode, false, Vec::new()).await
 }
 
 impl Fixture {
-    async fn run_for(&self, command: &str, timeout: Duration) -> ExecOutput {
+    pub(crate) async fn run_for(&self, command: &str, timeout: Duration) -> ExecOutput {
         let req = ExecRequest {
             command: command.to_owned(),
             timeout,
@@ -58,12 +70,12 @@ impl Fixture {
         self.sandbox.exec(req).await.unwrap()
     }
 
-    async fn run(&self, command: &str) -> ExecOutput {
+    pub(crate) async fn run(&self, command: &str) -> ExecOutput {
         self.run_for(command, Duration::from_secs(20)).await
     }
 }
 
-fn ok(output: &str) -> ExecOutput {
+pub(crate) fn ok(output: &str) -> ExecOutput {
     ExecOutput {
         exit_code: Some(0),
         output: output.to_owned(),
@@ -76,7 +88,13 @@ fn ok(output: &str) -> ExecOutput {
 #[tokio::test]
 async fn check_passes_on_this_host_and_names_the_fix_when_bwrap_is_missing() {
     let root = tempfile::tempdir().unwrap();
-    backend(&root).check().unwrap();
+    let sandboxes = root.path().join("sandboxes");
+    let per_call = backend(&sandboxes, Mode::PerCall);
+    assert!(!per_call.keeps_sandboxes());
+    per_call.check().unwrap();
+    let kept = backend(&sandboxes, Mode::Kept);
+    assert!(kept.keeps_sandboxes());
+    kept.check().unwrap();
 
     let missing = LocalBackend::new(LocalSettings {
         sandbox_root: root.path().join("sandboxes"),
@@ -91,9 +109,8 @@ async fn check_passes_on_this_host_and_names_the_fix_when_bwrap_is_missing() {
     assert!(!err.is_model_fixable());
 }
 
-#[tokio::test]
-async fn commands_run_in_the_workspace_and_their_files_persist() {
-    let f = fixture().await;
+async fn commands_run_in_the_workspace_and_their_files_persist(mode: Mode) {
+    let f = fixture(mode).await;
     assert_eq!(f.sandbox.backend(), "local");
     assert_eq!(
         f.sandbox.instance_id(),
@@ -109,9 +126,8 @@ async fn commands_run_in_the_workspace_and_their_files_persist() {
     assert_eq!(f.run("cat made.txt").await, ok("hello\n"));
 }
 
-#[tokio::test]
-async fn the_host_outside_the_workspace_is_read_only_or_absent() {
-    let f = fixture().await;
+async fn the_host_outside_the_workspace_is_read_only_or_absent(mode: Mode) {
+    let f = fixture(mode).await;
     let marker = tempfile::Builder::new()
         .prefix("toren-host-marker")
         .tempfile_in("/tmp")
@@ -129,6 +145,9 @@ async fn the_host_outside_the_workspace_is_read_only_or_absent() {
     let mut expected: BTreeSet<String> = ["dev", "etc", "proc", "tmp", "usr", "workspace"]
         .map(String::from)
         .into();
+    if mode == Mode::Kept {
+        expected.insert(HELPER_PATH.trim_start_matches('/').to_owned());
+    }
     for entry in HostLayout::probe().root_entries {
         let (RootEntry::Symlink { path, .. } | RootEntry::Directory { path }) = entry;
         expected.insert(path.file_name().unwrap().to_string_lossy().into_owned());
@@ -164,10 +183,10 @@ async fn the_host_outside_the_workspace_is_read_only_or_absent() {
     );
 }
 
-#[tokio::test]
-async fn env_holds_only_the_minimum_and_granted_names_and_values_stay_out_of_argv() {
+async fn env_holds_only_the_minimum_and_granted_names_and_values_stay_out_of_argv(mode: Mode) {
     let secret = "canary-value-7c1f";
-    let f = fixture_with(false, vec![("TOREN_CANARY".to_owned(), secret.to_owned())]).await;
+    let granted = vec![("TOREN_CANARY".to_owned(), secret.to_owned())];
+    let f = fixture_with(mode, false, granted).await;
     // The test process itself has CARGO_* variables and a PATH of its own.
     assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
 
@@ -193,16 +212,26 @@ async fn env_holds_only_the_minimum_and_granted_names_and_values_stay_out_of_arg
     );
     assert!(out.output.contains("HOME=/workspace\n"));
 
-    // Every process's argv inside the sandbox (bwrap's included) is free of the value.
+    // Every process's argv inside the sandbox (bwrap's or the helper's included) is free
+    // of the value.
     let argv = f.run("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").await;
-    assert!(argv.output.contains("bwrap"), "{}", argv.output);
+    let init = match mode {
+        Mode::Kept => HELPER_PATH,
+        Mode::PerCall => "bwrap",
+    };
+    assert!(argv.output.contains(init), "{}", argv.output);
     assert!(!argv.output.contains(secret), "{}", argv.output);
+    if mode == Mode::Kept {
+        // The helper, which runs every command of the run, holds no granted value: they
+        // travel with each request.
+        let init_env = f.run("cat /proc/1/environ; echo read=$?").await;
+        assert!(!init_env.output.contains(secret), "{init_env:?}");
+    }
 }
 
-#[tokio::test]
-async fn no_file_descriptor_of_the_runtime_reaches_the_command() {
+async fn no_file_descriptor_of_the_runtime_reaches_the_command(mode: Mode) {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-    let f = fixture().await;
+    let f = fixture(mode).await;
     // An inheritable descriptor, like one the runtime's own parent might have passed on.
     let leaky = std::fs::File::open("/etc/hostname").unwrap();
     fcntl(&leaky, FcntlArg::F_SETFD(FdFlag::empty())).unwrap();
@@ -212,9 +241,8 @@ async fn no_file_descriptor_of_the_runtime_reaches_the_command() {
     drop(leaky);
 }
 
-#[tokio::test]
-async fn the_kernel_keyrings_are_out_of_reach() {
-    let f = fixture().await;
+async fn the_kernel_keyrings_are_out_of_reach(mode: Mode) {
+    let f = fixture(mode).await;
     // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING): refused by the filter.
     let probe = "python3 -c 'import ctypes, platform; \
                  nr = {\"x86_64\": 250, \"aarch64\": 219}[platform.machine()]; \
@@ -238,17 +266,17 @@ async fn invalid_granted_variables_are_refused() {
         sandbox_key: None,
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
-    let err = backend(&root)
+    let err = backend(&root.path().join("sandboxes"), Mode::Kept)
         .open(&RunId::new(), &policy, env)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidEnv { .. }), "{err:?}");
 }
 
-async fn connect_from_sandbox(network: bool) -> (ExecOutput, bool) {
+async fn connect_from_sandbox(mode: Mode, network: bool) -> (ExecOutput, bool) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let f = fixture_with(network, Vec::new()).await;
+    let f = fixture_with(mode, network, Vec::new()).await;
     let command = format!("echo ping > /dev/tcp/127.0.0.1/{port} && echo connected");
     let (out, accepted) = tokio::join!(
         f.run(&command),
@@ -257,30 +285,27 @@ async fn connect_from_sandbox(network: bool) -> (ExecOutput, bool) {
     (out, accepted.is_ok())
 }
 
-#[tokio::test]
-async fn network_is_unshared_by_default() {
-    let f = fixture().await;
+async fn network_is_unshared_by_default(mode: Mode) {
+    let f = fixture(mode).await;
     let devices = f
         .run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
         .await;
     assert_eq!(devices, ok("lo\n"));
 
-    let (out, accepted) = connect_from_sandbox(false).await;
+    let (out, accepted) = connect_from_sandbox(mode, false).await;
     assert_eq!(out.exit_code, Some(1), "{}", out.output);
     assert!(out.output.contains("Connection refused"), "{}", out.output);
     assert!(!accepted);
 }
 
-#[tokio::test]
-async fn network_is_shared_when_granted() {
-    let (out, accepted) = connect_from_sandbox(true).await;
+async fn network_is_shared_when_granted(mode: Mode) {
+    let (out, accepted) = connect_from_sandbox(mode, true).await;
     assert_eq!(out, ok("connected\n"));
     assert!(accepted);
 }
 
-#[tokio::test]
-async fn timeout_kills_the_command_and_its_children() {
-    let f = fixture().await;
+async fn timeout_kills_the_command_and_its_children(mode: Mode) {
+    let f = fixture(mode).await;
     let started = Instant::now();
     let out = f
         .run_for("echo before; sleep 100 & sleep 100", Duration::from_secs(1))
@@ -302,9 +327,8 @@ async fn timeout_kills_the_command_and_its_children() {
     );
 }
 
-#[tokio::test]
-async fn nothing_the_command_started_outlives_the_call() {
-    let f = fixture().await;
+async fn nothing_the_command_started_outlives_the_call(mode: Mode) {
+    let f = fixture(mode).await;
     let started = Instant::now();
     let command = "setsid sh -c 'sleep 1; touch late1' >/dev/null 2>&1 & \
                    nohup sh -c 'sleep 1; touch late2' >/dev/null 2>&1 & \
@@ -326,9 +350,8 @@ async fn nothing_the_command_started_outlives_the_call() {
     }
 }
 
-#[tokio::test]
-async fn huge_output_is_capped_to_head_and_tail() {
-    let f = fixture().await;
+async fn huge_output_is_capped_to_head_and_tail(mode: Mode) {
+    let f = fixture(mode).await;
     let out = f.run("yes | head -c 200000000; echo; echo the-end").await;
     assert_eq!(out.exit_code, Some(0));
     assert!(out.truncated);
@@ -348,9 +371,8 @@ async fn huge_output_is_capped_to_head_and_tail() {
     );
 }
 
-#[tokio::test]
-async fn stdout_and_stderr_interleave_in_order_and_exit_codes_are_reported() {
-    let f = fixture().await;
+async fn stdout_and_stderr_interleave_in_order_and_exit_codes_are_reported(mode: Mode) {
+    let f = fixture(mode).await;
     let out = f
         .run("echo out1; echo err1 >&2; echo out2; echo err2 >&2; exit 3")
         .await;
