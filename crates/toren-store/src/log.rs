@@ -229,4 +229,15 @@ pub trait EventLog: Send + Sync {
     /// [`RunCounts::claimable`]), as of one consistent read. One aggregate query, however
     /// many runs the store holds.
     async fn count_runs(&self) -> Result<RunCounts>;
+
+    /// A store that can tell writes made by other processes returns a receiver of the runs
+    /// they moved: created (queued or leased), approval decided, cancelled, lease released,
+    /// events appended. A worker pool subscribes to claim or re-read at once instead of
+    /// waiting for its next poll. A hint only: a receiver may lag (`RecvError::Lagged`: poll
+    /// once) and a notice may be lost while the store reconnects, so pools keep a slow poll
+    /// as the fallback. The default (and a store with no such channel, e.g. SQLite, whose
+    /// writers share a machine and its in-process notifier) is `None`.
+    fn moves(&self) -> Option<tokio::sync::broadcast::Receiver<RunId>> {
+        None
+    }
 }
