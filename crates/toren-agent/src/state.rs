@@ -100,26 +100,15 @@ impl RunState {
     /// Folds a whole log of a run that continues `history` (a session's conversation before
     /// this turn): the model sees the history, then this run's input and what followed.
     pub fn from_events_with_history(history: &[Message], events: &[Event]) -> Result<Self, Error> {
-        Self::from_log_with_history(history, events.iter().cloned())
-    }
-
-    /// [`RunState::from_events_with_history`], taking the events: what they hold moves into
-    /// the state instead of being copied (resuming a long run folds megabytes).
-    pub fn from_log_with_history(
-        history: &[Message],
-        events: impl IntoIterator<Item = Event>,
-    ) -> Result<Self, Error> {
-        let mut events = events.into_iter();
-        let first = events
-            .next()
+        let (first, rest) = events
+            .split_first()
             .ok_or_else(|| Error::NotCreated(String::new()))?;
-        let EventKind::RunCreated(created) = first.kind else {
+        let EventKind::RunCreated(created) = &first.kind else {
             return Err(Error::NotCreated(first.run_id.to_string()));
         };
-        let mut messages = Vec::with_capacity(history.len() + 1);
-        messages.extend_from_slice(history);
+        let mut messages = history.to_vec();
         messages.push(Message::User {
-            text: created.input,
+            text: created.input.clone(),
         });
         // Ids stay unique across the whole conversation the model sees.
         let used_ids = history
@@ -131,9 +120,9 @@ impl RunState {
             .flatten()
             .collect();
         let mut state = Self {
-            run_id: first.run_id,
-            agent: created.agent,
-            policy: created.policy,
+            run_id: first.run_id.clone(),
+            agent: created.agent.clone(),
+            policy: created.policy.clone(),
             history_len: history.len(),
             messages,
             turns: 0,
@@ -142,7 +131,7 @@ impl RunState {
             sandbox: None,
             output: None,
             error: None,
-            channel: created.channel,
+            channel: created.channel.clone(),
             deliveries: Vec::new(),
             pending: Vec::new(),
             progress: HashMap::new(),
@@ -150,34 +139,24 @@ impl RunState {
             compaction: crate::Compaction::default(),
             usage: toren_protocol::Usage::default(),
         };
-        for event in events {
-            state.apply_owned(event)?;
+        for event in rest {
+            state.apply(event)?;
         }
         Ok(state)
     }
 
     /// Folds one more event.
     pub fn apply(&mut self, event: &Event) -> Result<(), Error> {
-        self.apply_owned(event.clone())
-    }
-
-    /// Folds one more event, taking it.
-    pub fn apply_owned(&mut self, event: Event) -> Result<(), Error> {
-        let Event {
-            run_id, seq, kind, ..
-        } = event;
-        let name = kind.name();
-        let status_after = kind.status_after();
         let bad = |why: String| Error::Inconsistent {
-            run: run_id.to_string(),
-            seq,
-            kind: name,
+            run: event.run_id.to_string(),
+            seq: event.seq,
+            kind: event.kind.name(),
             why,
         };
-        if seq != self.last_seq + 1 {
+        if event.seq != self.last_seq + 1 {
             return Err(bad(format!("expected seq {}", self.last_seq + 1)));
         }
-        match kind {
+        match &event.kind {
             EventKind::RunCreated(_) => return Err(bad("the run was already created".into())),
             EventKind::ModelResponded(r) => {
                 if !self.pending.is_empty() {
@@ -198,7 +177,7 @@ impl RunState {
                 // earlier turn; those still fold (each turn's calls are tracked apart).
                 self.used_ids
                     .extend(self.pending.iter().map(|c| c.id.clone()));
-                self.messages.push(Message::Assistant(r.message));
+                self.messages.push(Message::Assistant(r.message.clone()));
             }
             EventKind::ApprovalRequested(a) => {
                 let p = self
@@ -212,7 +191,7 @@ impl RunState {
                 }
                 p.approvals.push(Approval {
                     attempt: a.attempt,
-                    command: a.command,
+                    command: a.command.clone(),
                     decision: None,
                 });
             }
@@ -223,7 +202,7 @@ impl RunState {
                 // A decision answers the latest request of the call (the store enforces it).
                 match p.approvals.last_mut() {
                     Some(last) if last.decision.is_none() => {
-                        last.decision = Some((d.approved, d.reason));
+                        last.decision = Some((d.approved, d.reason.clone()));
                     }
                     _ => return Err(bad(format!("no pending approval for {}", d.call_id))),
                 }
@@ -242,8 +221,8 @@ impl RunState {
                     return Err(bad(format!("{} already completed", t.call_id)));
                 }
                 p.result = Some(ToolResult {
-                    call_id: t.call_id,
-                    content: t.output,
+                    call_id: t.call_id.clone(),
+                    content: t.output.clone(),
                     is_error: t.is_error,
                 });
                 self.close_turn_if_answered();
@@ -266,7 +245,7 @@ impl RunState {
                     return Err(bad(format!("{} {why}", d.call_id)));
                 }
                 p.delivered = true;
-                self.deliveries.push(d);
+                self.deliveries.push(d.clone());
             }
             EventKind::ContextCompacted(c) => {
                 if !self.pending.is_empty() {
@@ -276,24 +255,24 @@ impl RunState {
                 }
                 let window = u64::from(self.agent.context_window());
                 self.compaction
-                    .record(&c, &self.messages, window)
+                    .record(c, &self.messages, window)
                     .map_err(bad)?;
             }
-            EventKind::SandboxProvisioned(s) => self.sandbox = Some(s),
-            EventKind::RunCompleted(c) => self.output = Some(c.output),
-            EventKind::RunFailed(f) => self.error = Some(f.error),
+            EventKind::SandboxProvisioned(s) => self.sandbox = Some(s.clone()),
+            EventKind::RunCompleted(c) => self.output = Some(c.output.clone()),
+            EventKind::RunFailed(f) => self.error = Some(f.error.clone()),
             EventKind::RunCancelled(c) => {
-                self.error = Some(match (c.reason.is_empty(), c.by) {
+                self.error = Some(match (c.reason.is_empty(), &c.by) {
                     (false, _) => format!("cancelled: {}", c.reason),
                     (true, Some(by)) => format!("cancelled by {by}"),
                     (true, None) => "cancelled".to_owned(),
                 });
             }
         }
-        if let Some(status) = status_after {
+        if let Some(status) = event.kind.status_after() {
             self.status = status;
         }
-        self.last_seq = seq;
+        self.last_seq = event.seq;
         Ok(())
     }
 

@@ -235,11 +235,9 @@ impl Worker {
     ) -> Result<Outcome, Error> {
         let events = self.config.store.read(&lease.run_id, 0).await?;
         let history = self.history_of(&events).await?;
-        let end = unreplayable::LogEnd::of(&events);
-        // The fold takes the events: what they hold moves into the state, not copied.
-        let mut state = match RunState::from_log_with_history(&history, events) {
+        let mut state = match RunState::from_events_with_history(&history, &events) {
             Ok(state) => state,
-            Err(error) => return self.fail_corrupt(lease, end, &error).await,
+            Err(error) => return self.fail_corrupt(lease, &events, &error).await,
         };
         let model = self
             .config
@@ -282,6 +280,9 @@ impl Worker {
             sandbox: None,
             channel,
         };
+        // The log as read is let go of once the first step is done, not before: freeing it
+        // costs about what folding it did, and the next action does not wait for that.
+        let mut read = Some(events);
         loop {
             if drain.is_cancelled() {
                 return Ok(Outcome::Interrupted);
@@ -295,6 +296,7 @@ impl Worker {
                     () = self.ended_elsewhere(&lease.run_id) => None,
                 }
             };
+            drop(read.take());
             // Ended by someone else (a cancellation; or the step's own end, just committed):
             // whatever was running is dropped, and the log says how the run ended.
             let stepped = match stepped {
@@ -306,8 +308,7 @@ impl Worker {
                 Ok(None) => {}
                 Err(Error::CorruptLog(error)) => {
                     let events = self.config.store.read(&lease.run_id, 0).await?;
-                    let end = unreplayable::LogEnd::of(&events);
-                    return self.fail_corrupt(lease, end, &error).await;
+                    return self.fail_corrupt(lease, &events, &error).await;
                 }
                 // Another process ended the run (a cancellation) under this write.
                 Err(Error::Store(toren_store::Error::RunEnded { .. })) => {
@@ -336,10 +337,10 @@ impl Worker {
     async fn fail_corrupt(
         &self,
         lease: &Lease,
-        end: unreplayable::LogEnd,
+        events: &[toren_protocol::Event],
         error: &toren_agent::Error,
     ) -> Result<Outcome, Error> {
-        let output = unreplayable::record(self.config.store.as_ref(), lease, end, error).await?;
+        let output = unreplayable::record(self.config.store.as_ref(), lease, events, error).await?;
         Ok(Outcome::Ended {
             status: RunStatus::Failed,
             output,

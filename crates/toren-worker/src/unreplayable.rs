@@ -15,43 +15,32 @@ pub(crate) fn reason(error: &toren_agent::Error) -> String {
     format!("the run's event log cannot be replayed: {error}")
 }
 
-/// What recording a log as unreplayable needs of it: where it ends, and whether its last
-/// event ends the run. Taken before the events are folded (the fold takes them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct LogEnd {
-    last_seq: u64,
-    ended: bool,
-}
-
-impl LogEnd {
-    pub(crate) fn of(events: &[Event]) -> Self {
-        Self {
-            last_seq: events.last().map_or(0, |e| e.seq),
-            ended: events
-                .last()
-                .and_then(|e| e.kind.status_after())
-                .is_some_and(RunStatus::is_terminal),
-        }
-    }
-}
-
-/// Appends `run_failed` with the reason after the log's end, under `lease`. Does nothing
-/// when the log already ends the run.
+/// Appends `run_failed` with the reason after the last of `events`, under `lease`. Does
+/// nothing when the log already ends the run.
 pub(crate) async fn record(
     store: &dyn EventLog,
     lease: &Lease,
-    end: LogEnd,
+    events: &[Event],
     error: &toren_agent::Error,
 ) -> Result<String, Error> {
     let output = reason(error);
-    if !end.ended {
+    if !has_ended(events) {
+        let after = events.last().map_or(0, |e| e.seq);
         let kind = EventKind::RunFailed(RunFailed {
             error: output.clone(),
         });
-        store.append(lease, end.last_seq, vec![kind]).await?;
+        store.append(lease, after, vec![kind]).await?;
         tracing::error!(run = %lease.run_id, "{output}");
     }
     Ok(output)
+}
+
+/// Whether the log's last event ends the run.
+fn has_ended(events: &[Event]) -> bool {
+    events
+        .last()
+        .and_then(|e| e.kind.status_after())
+        .is_some_and(RunStatus::is_terminal)
 }
 
 /// Takes the run's lease, as a driver would: when no live process holds it, or its holder
@@ -81,11 +70,10 @@ pub async fn fail_if_unreplayable(
     ttl: Duration,
 ) -> Result<Option<String>, Error> {
     let events = store.read(run, 0).await?;
-    let end = LogEnd::of(&events);
-    let Err(error) = RunState::from_log_with_history(&[], events) else {
+    let Err(error) = RunState::from_events(&events) else {
         return Ok(None);
     };
-    if end.ended {
+    if has_ended(&events) {
         return Ok(Some(reason(&error)));
     }
     let lease = match acquire(store, run, holder, ttl).await {
@@ -99,10 +87,9 @@ pub async fn fail_if_unreplayable(
     };
     // Read again under the lease: the log may have moved since.
     let events = store.read(run, 0).await?;
-    let end = LogEnd::of(&events);
-    let output = match RunState::from_log_with_history(&[], events) {
+    let output = match RunState::from_events(&events) {
         Ok(_) => None,
-        Err(error) => Some(record(store, &lease, end, &error).await?),
+        Err(error) => Some(record(store, &lease, &events, &error).await?),
     };
     if let Err(e) = store.release_lease(&lease).await {
         tracing::debug!(run = %run, "could not release the lease: {e}");

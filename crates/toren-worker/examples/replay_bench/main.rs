@@ -67,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
          resumes on fresh store handles.\n\
          per-row: for reference, the log fetched a row per event through sqlx, not decoded; \
          read: EventLog::read (the store's queries and decoding); decode: serde_json of every \
-         payload alone; fold: RunState::from_log_with_history; decide: next_action; to action: the \
+         payload alone; fold: RunState::from_events; decide: next_action; to action: the \
          worker from taking the lease to calling the model; committed: to the model's answer \
          in the log.",
         all.first().map_or(repeats, |f| f.repeats)

@@ -100,7 +100,7 @@ pub(crate) struct Figures {
     pub(crate) decode: Timing,
     /// [`EventLog::read`] of the whole log: the store's queries, decoding and checks.
     pub(crate) read: Timing,
-    /// [`RunState::from_log_with_history`] taking the read events, as the worker does.
+    /// [`RunState::from_events`] over the read events, as the worker folds.
     pub(crate) fold: Timing,
     /// [`RunState::next_action`] on the folded state (the model call and its input).
     pub(crate) decide: Timing,
@@ -185,8 +185,7 @@ async fn measure_once(path: &Path, run: &RunId) -> anyhow::Result<Sample> {
     let log = log?;
     store.close().await;
     let events = log.len() as u64;
-    // As the worker folds: taking the events.
-    let (state, fold) = Timing::of(async { RunState::from_log_with_history(&[], log) }).await;
+    let (state, fold) = Timing::of(async { RunState::from_events(&log) }).await;
     let state = state?;
     let (action, decide) = Timing::of(async { state.next_action() }).await;
     anyhow::ensure!(

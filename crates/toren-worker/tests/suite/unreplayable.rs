@@ -1,7 +1,6 @@
 //! A log that does not fold is recorded as a failed run, with the reason, right after its
 //! last event — by the worker that was to drive it and by `fail_if_unreplayable` (what
-//! `runs list|show` call) — and never twice. The fold takes the events it folds, so these
-//! check that what is recorded still comes from the log as read. Real SQLite.
+//! `runs list|show` call) — and never twice. Real SQLite.
 
 use std::sync::Arc;
 use std::time::Duration;
