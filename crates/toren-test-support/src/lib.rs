@@ -5,8 +5,12 @@
 //! [`Reply`]s, so the real clients can be tested offline — in-process, or from a `toren`
 //! process pointed at [`FakeAnthropic::base_url`] through `ANTHROPIC_BASE_URL` /
 //! `OPENAI_BASE_URL`.
+//!
+//! [`postgres::Cluster`] is a throwaway Postgres cluster (initdb in a temp dir, a unix
+//! socket and optionally a TCP address), removed on drop.
 
 mod fake_llm;
+pub mod postgres;
 
 pub use fake_llm::{
     FAKE_USAGE, FakeAnthropic, FakeOpenAi, ReceivedRequest, Reply, anthropic_sse,
