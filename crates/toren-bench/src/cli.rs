@@ -35,6 +35,9 @@ pub(crate) enum Command {
     /// The time from a fake model server's last byte to the tool call starting, per
     /// provider (Anthropic, OpenAI) through a Worker, against the scripted provider.
     Model(crate::model::ModelArgs),
+    /// Resuming a run: the time to its next new action for logs of 1,000 / 10,000 /
+    /// 100,000 events, split into read, decode, fold and decide, and how it grows.
+    Replay(crate::replay::ReplayArgs),
     /// The trivial tool call (`bash: true`) through a worker over a real SQLite store, per
     /// backend, against `bash -c true`, `bwrap … true` and `docker exec … true`.
     ToolCall(crate::tool_call::ToolCallArgs),

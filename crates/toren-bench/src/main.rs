@@ -15,6 +15,7 @@ mod cli;
 mod concurrency;
 mod journal;
 mod model;
+mod replay;
 mod report;
 mod sandbox_start;
 mod sse;
@@ -72,6 +73,7 @@ pub(crate) async fn run(command: Command, quick: bool) -> anyhow::Result<api_loa
         Command::Model(args) => model::run(args.resolve(quick))
             .await
             .map(concurrency::verdict),
+        Command::Replay(args) => replay::run(args, quick).await,
         Command::ToolCall(args) => tool_call::run(args, quick).await,
         Command::SandboxStart(args) => sandbox_start::run(args, quick).await,
         Command::All(args) => all::run(args, quick).await,

@@ -1,5 +1,5 @@
-//! The two backends as the benchmarks open them: `local` (bubblewrap, checked like `toren`
-//! checks it) and `docker` (the daemon at `DOCKER_HOST` or its default socket, the static
+//! The two backends as the benchmarks open them: `local` (bubblewrap kept per run with the
+//! static helper, checked like `toren` checks it) and `docker` (the daemon at `DOCKER_HOST` or its default socket, the static
 //! helper from `scripts/build-exec-helper`, the default image from
 //! `scripts/build-sandbox-image`), each with the policy of a run with no network, no
 //! approvals, no granted variables and the default limits. A missing piece fails with the
@@ -12,12 +12,14 @@ use toren_protocol::{ApprovalPolicy, ResolvedPolicy, ResourceLimits};
 use toren_sandbox::{LocalBackend, LocalSettings};
 use toren_sandbox_docker::{DEFAULT_IMAGE, DockerBackend, DockerSettings};
 
-/// The local backend over `sandbox_root`, after its startup check.
+/// The local backend over `sandbox_root` as `toren` runs it — one kept bubblewrap per run,
+/// with the static helper as its PID 1 — after its startup check.
 pub(crate) fn local(sandbox_root: &Path) -> anyhow::Result<LocalBackend> {
     let backend = LocalBackend::new(LocalSettings {
         sandbox_root: sandbox_root.to_owned(),
         bwrap: None,
-    });
+    })
+    .with_exec_helper(helper()?);
     backend
         .check()
         .context("the local backend cannot run here (is bubblewrap installed? scripts/setup)")?;
@@ -56,7 +58,7 @@ pub(crate) async fn docker(sandbox_root: &Path) -> anyhow::Result<DockerBackend>
     Ok(backend)
 }
 
-/// The static helper where `scripts/build-exec-helper` puts it: `target/exec-helper/…`
+/// The static helper (both backends') where `scripts/build-exec-helper` puts it: `target/exec-helper/…`
 /// beside this program's profile directory (`TOREN_EXEC_HELPER` overrides it).
 fn helper() -> anyhow::Result<PathBuf> {
     if let Some(path) = std::env::var_os("TOREN_EXEC_HELPER") {

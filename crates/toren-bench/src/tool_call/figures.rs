@@ -59,6 +59,10 @@ pub(crate) struct BackendFigures {
     pub(crate) to_started: Option<Spread>,
     /// `tool_started` → `tool_completed` committed.
     pub(crate) started_to_completed: Option<Spread>,
+    /// The sandbox's exec timed inside the worker.
+    pub(crate) exec_in_worker: Option<Spread>,
+    /// Per call, the call minus its exec (decision, appends, the worker's work).
+    pub(crate) besides_exec: Option<Spread>,
     /// The backend's own exec of `true`, no worker, no journal.
     pub(crate) exec: Option<Spread>,
     /// tool call p50 / host floor p50.
@@ -156,6 +160,18 @@ pub(crate) fn report(m: &Measured) -> (Outcome, Table) {
             &format!("{name}:   tool_started → tool_completed"),
             spread_text(Spread::of(&b.calls.started_to_completed)),
         );
+        table.row(
+            &format!("{name}:   the exec alone, inside the worker"),
+            format!(
+                "{}  {} host",
+                spread_text(Spread::of(&b.calls.exec)),
+                times(ratio(Spread::of(&b.calls.exec), floors.host))
+            ),
+        );
+        table.row(
+            &format!("{name}:   the call minus its exec"),
+            spread_text(Spread::of(&b.calls.besides_exec)),
+        );
         let vs_floor = match b.backend {
             Backend::Local => format!("{} of the bwrap floor", times(over_backend_floor)),
             Backend::Docker => format!(
@@ -173,6 +189,8 @@ pub(crate) fn report(m: &Measured) -> (Outcome, Table) {
             tool_call,
             to_started: Spread::of(&b.calls.to_started),
             started_to_completed: Spread::of(&b.calls.started_to_completed),
+            exec_in_worker: Spread::of(&b.calls.exec),
+            besides_exec: Spread::of(&b.calls.besides_exec),
             exec,
             over_host,
             over_backend_floor,
@@ -215,6 +233,8 @@ mod tests {
                         call: ms(&[20, 20, 30]),
                         to_started: ms(&[1, 1, 1]),
                         started_to_completed: ms(&[19, 19, 29]),
+                        exec: ms(&[15, 15, 25]),
+                        besides_exec: ms(&[5, 5, 5]),
                     },
                 },
                 BackendTimes {
@@ -224,6 +244,8 @@ mod tests {
                         call: ms(&[5, 5, 9]),
                         to_started: ms(&[1, 1, 1]),
                         started_to_completed: ms(&[4, 4, 8]),
+                        exec: ms(&[3, 3, 7]),
+                        besides_exec: ms(&[2, 2, 2]),
                     },
                 },
             ],

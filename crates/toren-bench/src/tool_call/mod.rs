@@ -30,7 +30,8 @@ pub(crate) use floors::measure;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Backend {
-    /// bubblewrap, a fresh sandbox per command.
+    /// bubblewrap, one sandbox kept per run with the static helper as its PID 1 (as
+    /// `toren` runs it; the `bwrap` floor is a fresh sandbox per command).
     Local,
     /// A container per run, commands through the `toren-exec` helper.
     Docker,

@@ -22,7 +22,7 @@ use toren_protocol::{
     AgentSpec, ApprovalPolicy, AssistantMessage, Event, EventKind, ResolvedPolicy, RunCreated,
     RunId, RunStatus, SandboxSpec, ToolCall, Usage,
 };
-use toren_sandbox::{SandboxBackend, Workspace};
+use toren_sandbox::{ExecOutput, ExecRequest, Sandbox, SandboxBackend, Workspace};
 use toren_store::{EventLog, SqliteStore};
 use toren_tools::Toolkit;
 use toren_worker::{Observer, Outcome, Worker, WorkerConfig};
@@ -38,6 +38,11 @@ pub(crate) struct CallTimes {
     pub(crate) to_started: Vec<Duration>,
     /// `tool_started` committed → `tool_completed` committed (the exec and one append).
     pub(crate) started_to_completed: Vec<Duration>,
+    /// The sandbox's `exec` alone, timed inside the worker (around the backend's call).
+    pub(crate) exec: Vec<Duration>,
+    /// Per call, the whole call minus its exec: the decision, the two appends and the
+    /// worker's own work around the command.
+    pub(crate) besides_exec: Vec<Duration>,
 }
 
 /// Drives one run of `backend` under `policy` making `iterations` (+ warm-up) `bash: true`
@@ -53,6 +58,11 @@ pub(crate) async fn tool_calls(
     let store: Arc<dyn EventLog> = Arc::new(SqliteStore::open(&url).await?);
     let calls = WARM_UP + iterations;
     let observer = Arc::new(Marks::default());
+    let execs = Arc::new(Mutex::new(Vec::new()));
+    let backend: Arc<dyn SandboxBackend> = Arc::new(Timed {
+        inner: backend,
+        execs: Arc::clone(&execs),
+    });
     let worker = Worker::new(WorkerConfig {
         store: Arc::clone(&store),
         models: Arc::new(Arc::new(TrueCaller {
@@ -110,11 +120,13 @@ pub(crate) async fn tool_calls(
     }
     finished.context("cannot finish the benchmark run's sandbox")?;
     let marks = std::mem::take(&mut *observer.0.lock().unwrap_or_else(PoisonError::into_inner));
-    pair(&marks, calls)
+    let execs = std::mem::take(&mut *execs.lock().unwrap_or_else(PoisonError::into_inner));
+    pair(&marks, &execs, calls)
 }
 
-/// Pairs each call's three marks and keeps all but the warm-up.
-fn pair(marks: &[(Mark, Instant)], calls: usize) -> anyhow::Result<CallTimes> {
+/// Pairs each call's three marks, and its exec (one per call, in order), and keeps all
+/// but the warm-up.
+fn pair(marks: &[(Mark, Instant)], execs: &[Duration], calls: usize) -> anyhow::Result<CallTimes> {
     let mut times = CallTimes::default();
     let (mut responded, mut started) = (None, None);
     for (mark, at) in marks {
@@ -136,10 +148,24 @@ fn pair(marks: &[(Mark, Instant)], calls: usize) -> anyhow::Result<CallTimes> {
         "{} tool calls completed, {calls} expected",
         times.call.len()
     );
+    ensure!(
+        execs.len() == calls,
+        "{} execs for {calls} tool calls",
+        execs.len()
+    );
+    times.exec = execs.to_vec();
+    times.besides_exec = times
+        .call
+        .iter()
+        .zip(execs)
+        .map(|(call, exec)| call.saturating_sub(*exec))
+        .collect();
     for v in [
         &mut times.call,
         &mut times.to_started,
         &mut times.started_to_completed,
+        &mut times.exec,
+        &mut times.besides_exec,
     ] {
         v.drain(..WARM_UP.min(v.len()));
     }
@@ -180,6 +206,76 @@ impl ModelProvider for TrueCaller {
             usage: Usage::default(),
             model: "bench".into(),
         })
+    }
+}
+
+/// A backend whose sandboxes time each `exec` (everything else passes through).
+struct Timed {
+    inner: Arc<dyn SandboxBackend>,
+    execs: Arc<Mutex<Vec<Duration>>>,
+}
+
+#[async_trait]
+impl SandboxBackend for Timed {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn open(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+    ) -> toren_sandbox::Result<Arc<dyn Sandbox>> {
+        let inner = self.inner.open(run, policy, env).await?;
+        Ok(Arc::new(TimedSandbox {
+            inner,
+            execs: Arc::clone(&self.execs),
+        }))
+    }
+
+    async fn finish(&self, run: &RunId) -> toren_sandbox::Result<()> {
+        self.inner.finish(run).await
+    }
+
+    async fn ready(&self) -> toren_sandbox::Result<()> {
+        self.inner.ready().await
+    }
+
+    async fn release(&self, key: &str) -> toren_sandbox::Result<()> {
+        self.inner.release(key).await
+    }
+}
+
+#[derive(Debug)]
+struct TimedSandbox {
+    inner: Arc<dyn Sandbox>,
+    execs: Arc<Mutex<Vec<Duration>>>,
+}
+
+#[async_trait]
+impl Sandbox for TimedSandbox {
+    fn workspace(&self) -> &Workspace {
+        self.inner.workspace()
+    }
+
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    fn instance_id(&self) -> String {
+        self.inner.instance_id()
+    }
+
+    async fn exec(&self, req: ExecRequest) -> toren_sandbox::Result<ExecOutput> {
+        let began = Instant::now();
+        let out = self.inner.exec(req).await;
+        let took = began.elapsed();
+        self.execs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(took);
+        out
     }
 }
 
@@ -225,12 +321,18 @@ mod tests {
             marks.push((Mark::Started, at(base + 2)));
             marks.push((Mark::Completed, at(base + 2 + 10 + i)));
         }
-        let times = pair(&marks, WARM_UP + 2).unwrap();
+        let execs: Vec<Duration> = (0..(WARM_UP as u64 + 2))
+            .map(|i| Duration::from_millis(5 + i))
+            .collect();
+        let times = pair(&marks, &execs, WARM_UP + 2).unwrap();
         let w = WARM_UP as u64;
         let ms = Duration::from_millis;
         assert_eq!(times.call, vec![ms(12 + w), ms(13 + w)]);
         assert_eq!(times.to_started, vec![ms(2), ms(2)]);
         assert_eq!(times.started_to_completed, vec![ms(10 + w), ms(11 + w)]);
-        assert!(pair(&marks, WARM_UP + 3).is_err());
+        assert_eq!(times.exec, vec![ms(5 + w), ms(6 + w)]);
+        assert_eq!(times.besides_exec, vec![ms(7), ms(7)]);
+        assert!(pair(&marks, &execs, WARM_UP + 3).is_err());
+        assert!(pair(&marks, &execs[1..], WARM_UP + 2).is_err());
     }
 }

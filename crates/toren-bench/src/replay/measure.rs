@@ -1,5 +1,4 @@
-//! The replay benchmark's measuring code, apart from its printing so that a benchmark
-//! program (`toren-bench`) can call it: [`measure`] builds a real SQLite event log of a
+//! The replay benchmark's measuring: [`measure`] builds a real SQLite event log of a
 //! scripted run of a given length, then times, on fresh store handles as a resumed process
 //! would have them, each part of resuming it — the query, decoding the rows, folding,
 //! deciding — and the whole resume path through the worker up to its next new action.
@@ -31,6 +30,17 @@ const TTL: Duration = Duration::from_secs(30);
 pub(crate) struct Timing {
     pub(crate) wall: Duration,
     pub(crate) cpu: Duration,
+}
+
+/// In the JSON: `{"wall_ms": …, "cpu_ms": …}`.
+impl serde::Serialize for Timing {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut s = serializer.serialize_struct("Timing", 2)?;
+        s.serialize_field("wall_ms", &crate::stats::millis(self.wall))?;
+        s.serialize_field("cpu_ms", &crate::stats::millis(self.cpu))?;
+        s.end()
+    }
 }
 
 impl Timing {
@@ -84,7 +94,7 @@ fn cpu_time() -> Duration {
 /// What resuming a log of `events` events costs, each figure the median of `repeats`
 /// measurements on fresh store handles (the operating system's page cache is warm, as on a
 /// machine that runs the store).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub(crate) struct Figures {
     pub(crate) events: u64,
     /// Model answers in the log (each followed by its tool call's two events).
