@@ -173,4 +173,10 @@ pub struct ResolvedPolicy {
     /// `None`: the run's own id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_key: Option<String>,
+    /// The workspace volume the run's workspace lives on (`TOREN_WORKSPACE_VOLUME` of the
+    /// process that created it, by default its machine): only a worker serving this volume
+    /// may drive the run. `None` for a backend that keeps the workspace elsewhere (a remote
+    /// sandbox), which any worker may drive, and in runs created before volumes existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
 }

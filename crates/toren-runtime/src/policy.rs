@@ -15,6 +15,10 @@ pub struct PolicySettings {
     pub backend: Option<String>,
     /// Where new runs' workspaces are made (`TOREN_SANDBOX_ROOT`).
     pub sandbox_root: PathBuf,
+    /// The workspace volume new runs are pinned to (`TOREN_WORKSPACE_VOLUME`, by default
+    /// this machine): only workers serving it may drive them. `None` when the backend keeps
+    /// workspaces off this machine's disk (a remote sandbox), so any worker may.
+    pub volume: Option<String>,
 }
 
 /// The policy a new run of `agent` is pinned to: `None` for an agent without a sandbox. The
@@ -41,5 +45,6 @@ pub fn resolve_policy(
         workspace: None,
         on_interrupt: sandbox.on_interrupt,
         sandbox_key: None,
+        volume: settings.volume.clone(),
     }))
 }

@@ -60,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
 
     // Container start to first output: open a run's sandbox and time its first command.

@@ -8,15 +8,18 @@
 //! every lease they take lasts a minute, far longer than a check runs. The suite is compiled
 //! into the library (not `cfg(test)`) so other backends' crates can call it, and it uses
 //! nothing but `assert!`. The basic log rules live here; approvals, cancellation, leases,
-//! the queries over many runs and concurrent writers have their own modules.
+//! the queries over many runs, claims and concurrent writers have their own modules.
+//! [`run_all_workers`] checks a [`WorkerRegistry`](crate::WorkerRegistry) the same way.
 
 mod approvals;
 mod cancel;
+mod claims;
 mod concurrency;
 mod counts;
 mod fixtures;
 mod leases;
 mod queries;
+mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +41,11 @@ pub use approvals::{
 pub use cancel::{
     a_held_run_is_cancelled_without_its_lease, ended_and_unknown_runs_are_not_cancelled,
 };
+pub use claims::{
+    claims_follow_volumes_backends_and_channels, claims_keep_the_per_agent_limit_and_skip,
+    claims_pass_over_ended_runs_and_runs_awaiting_approval,
+    claims_take_the_oldest_run_and_expired_leases, racing_claimers_never_share_a_run,
+};
 pub use concurrency::{
     concurrent_appenders_get_one_winner_per_seq, concurrent_decisions_get_one_winner,
     fenced_appenders_race_across_takeovers, racing_acquirers_get_one_lease,
@@ -52,6 +60,7 @@ pub use queries::{
     claimable_runs_are_free_unfinished_and_oldest_first,
     pages_neither_skip_nor_repeat_while_runs_are_created, runs_are_filtered_by_status_and_agent,
 };
+pub use workers::workers_register_heartbeat_and_expire;
 
 /// Runs every check against `store`, one after another. The store must read `clock` (the
 /// lease checks move it forward past expiries). `list_runs_newest_first` expects no other
@@ -90,6 +99,17 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     concurrent_decisions_get_one_winner(&store).await;
     racing_acquirers_get_one_lease(&store, clock).await;
     fenced_appenders_race_across_takeovers(&store, clock).await;
+    claims_take_the_oldest_run_and_expired_leases(s, clock).await;
+    claims_pass_over_ended_runs_and_runs_awaiting_approval(s, clock).await;
+    claims_follow_volumes_backends_and_channels(s, clock).await;
+    claims_keep_the_per_agent_limit_and_skip(s, clock).await;
+    racing_claimers_never_share_a_run(&store).await;
+}
+
+/// Runs every check of the [`WorkerRegistry`](crate::WorkerRegistry) contract against
+/// `registry`, which must read `clock`.
+pub async fn run_all_workers(registry: &dyn crate::WorkerRegistry, clock: &TestClock) {
+    workers_register_heartbeat_and_expire(registry, clock).await;
 }
 
 /// What `create_run` and `append` return is exactly what `read` gives back, and the

@@ -121,6 +121,10 @@ pub enum Error {
     #[error("the stored session `{session}` is unreadable ({reason}); the database is damaged")]
     CorruptSession { session: String, reason: String },
 
+    /// A stored worker registration that does not decode.
+    #[error("the registration of worker `{id}` is unreadable ({reason}); the database is damaged")]
+    CorruptWorker { id: String, reason: String },
+
     /// A page cursor that this store's [`RunCursor::encode`](crate::RunCursor::encode) did
     /// not make (or made in another version).
     #[error("the cursor is not valid ({reason}); start again from the first page")]
@@ -204,6 +208,7 @@ impl Error {
             | Self::CorruptEvent { .. }
             | Self::CorruptRun { .. }
             | Self::CorruptSession { .. }
+            | Self::CorruptWorker { .. }
             | Self::BadCursor { .. }
             | Self::Encode { .. }
             | Self::UnsupportedUrl { .. }

@@ -9,7 +9,8 @@
 //! [`EventLog::decide_approval`]. It takes the time from a [`Clock`].
 //!
 //! Sessions (a conversation of many turns, each a run) are a second contract,
-//! [`SessionStore`], which the SQLite backend implements too.
+//! [`SessionStore`], and the registry of live workers a third, [`WorkerRegistry`]; the
+//! SQLite backend implements both.
 //!
 //! [`EventKind::status_after`]: toren_protocol::EventKind::status_after
 
@@ -20,6 +21,7 @@ mod log;
 mod query;
 mod sessions;
 mod sqlite;
+mod workers;
 
 pub mod conformance;
 
@@ -27,6 +29,7 @@ pub use clock::{Clock, SystemClock, TestClock};
 pub use error::{Error, Result};
 pub use lease::{Lease, LeaseInfo};
 pub use log::{EventLog, RunCounts, RunSummary};
-pub use query::{ClaimLeases, ClaimQuery, RunCursor, RunPage, RunQuery};
+pub use query::{ClaimLeases, ClaimQuery, ClaimRequest, RunCursor, RunPage, RunQuery};
 pub use sessions::{Session, SessionStore, SessionTurnRow};
 pub use sqlite::{SqliteStore, WriteStats};
+pub use workers::{WorkerBeat, WorkerInfo, WorkerRegistry};

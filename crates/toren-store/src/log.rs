@@ -12,7 +12,7 @@ use toren_protocol::{
     ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
 };
 
-use crate::{ClaimQuery, Lease, LeaseInfo, Result, RunPage, RunQuery};
+use crate::{ClaimQuery, ClaimRequest, Lease, LeaseInfo, Result, RunPage, RunQuery};
 
 /// The holder named by [`EventLog::create_queued`]'s default for the moment it holds a new
 /// run.
@@ -165,6 +165,20 @@ pub trait EventLog: Send + Sync {
     /// with the given suffix ([`LiveHeldBySuffix`](crate::ClaimLeases::LiveHeldBySuffix)).
     /// A snapshot: claiming one is still [`acquire_lease`](Self::acquire_lease)'s race.
     async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>>;
+
+    /// Claims one run for a worker, atomically: picks the oldest run (`created_at`, then id)
+    /// that [`claimable_runs`](Self::claimable_runs) would list with
+    /// [`ClaimLeases::Free`](crate::ClaimLeases::Free) — queued or running, with no lease
+    /// or an expired one — and that `request`'s filters let through, and gives
+    /// `request.holder` its lease for `request.ttl` (a token higher than any the run had,
+    /// as [`acquire_lease`](Self::acquire_lease) would), in one transaction. `None` when
+    /// no run qualifies. The filters ([`ClaimRequest`]): a run pinned to a workspace volume
+    /// only for a worker serving it (a run without one for any worker); a run pinned to a
+    /// sandbox backend only for a worker driving it; a run bound to a channel only for a
+    /// worker that can deliver to its kind; only `agents` when given; no run of an agent
+    /// that already has `per_agent_limit` runs with live leases; none of `skip`. Two
+    /// claimers racing, in this process or any other, never get the same run.
+    async fn claim(&self, request: &ClaimRequest) -> Result<Option<(RunSummary, Lease)>>;
 
     /// Records a human's decision on a pending approval, atomically: the run must have an
     /// `approval_requested` for `decision.call_id` and no `approval_decided` for it yet.

@@ -1,8 +1,11 @@
 //! The questions a front door or a worker asks about many runs: [`RunQuery`] (a page of
 //! runs, newest first, filtered by status and agent, continued with a keyset
-//! [`RunCursor`]) and [`ClaimQuery`] (the runs a worker may claim, oldest first). The
-//! [`EventLog`](crate::EventLog) methods that answer them document the rules; this module
-//! holds the values and the cursor's wire form, shared by every backend.
+//! [`RunCursor`]), [`ClaimQuery`] (the runs a worker may claim, oldest first) and
+//! [`ClaimRequest`] (what a worker asks to be given: one run it may claim, leased to it).
+//! The [`EventLog`](crate::EventLog) methods that answer them document the rules; this
+//! module holds the values and the cursor's wire form, shared by every backend.
+
+use std::time::Duration;
 
 use jiff::Timestamp;
 use toren_protocol::{RunId, RunStatus};
@@ -138,6 +141,56 @@ pub enum ClaimLeases {
     /// namespaces, named with the same suffix), to take over without waiting for expiry.
     /// The caller checks each holder itself.
     LiveHeldBySuffix(String),
+}
+
+/// What a worker asks [`EventLog::claim`](crate::EventLog::claim) for: the oldest run it
+/// may claim that it can drive, leased to `holder` for `ttl`. Each filter leaves alone the
+/// runs this worker cannot drive, so that they wait for one that can instead of being
+/// leased and let go of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// Who gets the lease: a name unique to this process (see
+    /// [`EventLog::acquire_lease`](crate::EventLog::acquire_lease)).
+    pub holder: String,
+    /// How long the lease lasts without renewal.
+    pub ttl: Duration,
+    /// The workspace volumes this worker serves. A run pinned to a volume
+    /// (`ResolvedPolicy::volume`) is claimed only by a worker serving it; a run without one
+    /// (no sandbox, or a remote one) by any worker.
+    pub volumes: Vec<String>,
+    /// The sandbox backends this worker drives, by name. A run pinned to another backend is
+    /// left alone; a run without a sandbox needs none.
+    pub backends: Vec<String>,
+    /// The channel kinds this worker can deliver to. A run bound to a channel of another
+    /// kind (a `toren chat` session's turn, bound to its terminal) is left alone.
+    pub channels: Vec<String>,
+    /// Only runs of these agents; empty: any agent.
+    pub agents: Vec<String>,
+    /// At most this many runs of one agent hold a live lease at once, across every worker:
+    /// while an agent has that many, its waiting runs are passed over and other agents'
+    /// runs go first. `None`: unlimited.
+    pub per_agent_limit: Option<u32>,
+    /// Runs this worker already tried and will not drive (e.g. its log could not be read):
+    /// passed over.
+    pub skip: Vec<RunId>,
+}
+
+impl ClaimRequest {
+    /// A request for `holder`, leasing for `ttl`, that serves no volume, backend or channel
+    /// (so it claims only runs without a sandbox or bound channel), any agent, without a
+    /// per-agent limit; set the fields it serves.
+    pub fn new(holder: impl Into<String>, ttl: Duration) -> Self {
+        Self {
+            holder: holder.into(),
+            ttl,
+            volumes: Vec::new(),
+            backends: Vec::new(),
+            channels: Vec::new(),
+            agents: Vec::new(),
+            per_agent_limit: None,
+            skip: Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

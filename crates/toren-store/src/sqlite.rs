@@ -34,6 +34,7 @@
 //! answers the queries over many runs.
 
 mod batch;
+mod claim;
 mod decode;
 mod log;
 mod queries;
@@ -41,6 +42,7 @@ mod read;
 mod rows;
 mod sessions;
 mod state;
+mod workers;
 mod writer;
 
 pub use writer::WriteStats;

@@ -214,6 +214,7 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
             policy: PolicySettings {
                 backend,
                 sandbox_root: settings.sandbox_root.clone(),
+                volume: None,
             },
             lease_ttl: settings.lease_ttl,
             follow_poll: settings.approval_poll,

@@ -76,6 +76,7 @@ pub(crate) async fn drive(
         workspace: Some(workspace.path().display().to_string()),
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let created = RunCreated {
         agent: AgentSpec {

@@ -90,5 +90,6 @@ pub(crate) fn policy(backend: &str) -> ResolvedPolicy {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     }
 }

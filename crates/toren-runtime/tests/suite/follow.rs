@@ -51,6 +51,7 @@ async fn other_process(home: &Home, streams: bool) -> RunService {
             policy: PolicySettings {
                 backend: Some("local".into()),
                 sandbox_root: home.root.clone(),
+                volume: None,
             },
             lease_ttl: Duration::from_secs(30),
             follow_poll: Duration::from_millis(20),

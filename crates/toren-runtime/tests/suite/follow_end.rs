@@ -69,6 +69,13 @@ impl EventLog for EndsWhileLooked {
     ) -> toren_store::Result<Vec<RunSummary>> {
         self.inner.claimable_runs(query).await
     }
+
+    async fn claim(
+        &self,
+        request: &toren_store::ClaimRequest,
+    ) -> toren_store::Result<Option<(RunSummary, Lease)>> {
+        self.inner.claim(request).await
+    }
     async fn decide_approval(
         &self,
         run_id: &RunId,
@@ -127,6 +134,7 @@ async fn a_follower_gets_the_last_event_even_when_it_is_appended_while_it_looks(
             policy: PolicySettings {
                 backend: None,
                 sandbox_root: dir.path().join("sandboxes"),
+                volume: None,
             },
             lease_ttl: Duration::from_secs(30),
             follow_poll: Duration::from_millis(20),

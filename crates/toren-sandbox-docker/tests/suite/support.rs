@@ -178,6 +178,7 @@ pub(crate) fn policy() -> ResolvedPolicy {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     }
 }
 

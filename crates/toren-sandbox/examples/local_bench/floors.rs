@@ -224,6 +224,7 @@ pub(crate) fn local_policy() -> ResolvedPolicy {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     }
 }
 

@@ -39,6 +39,7 @@ async fn fixture(mode: Mode, limits: ResourceLimits) -> Fixture {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let sandbox = backend
         .open(&RunId::new(), &policy, Vec::new())

@@ -48,6 +48,7 @@ pub(crate) async fn fixture_with(mode: Mode, network: bool, env: Vec<(String, St
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let sandbox = backend(&root.path().join("sandboxes"), mode)
         .open(&RunId::new(), &policy, env)
@@ -264,6 +265,7 @@ async fn invalid_granted_variables_are_refused() {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
     let err = backend(&root.path().join("sandboxes"), Mode::Kept)

@@ -27,6 +27,7 @@ async fn the_local_backend_opens_runs_and_finishes_them_through_the_seam() {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let run = RunId::new();
     let env = vec![("GREETING".to_owned(), "hello".to_owned())];
@@ -64,6 +65,7 @@ async fn a_refused_variable_is_a_sandbox_error_through_the_seam() {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let env = vec![("A=B".to_owned(), "x".to_owned())];
     let error = seam

@@ -88,6 +88,7 @@ impl Home {
                 policy: PolicySettings {
                     backend: Some(LocalBackend::NAME.into()),
                     sandbox_root: root.clone(),
+                    volume: None,
                 },
                 lease_ttl: Duration::from_secs(30),
                 follow_poll: Duration::from_millis(50),

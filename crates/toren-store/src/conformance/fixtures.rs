@@ -61,6 +61,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             workspace: None,
             on_interrupt: Default::default(),
             sandbox_key: None,
+            volume: None,
         }),
         input: input.to_owned(),
         session: None,

@@ -16,7 +16,9 @@ use super::batch::Batch;
 use super::rows::{EventRow, RunRow, stamp, token_to_sql};
 use super::state::{clear_lease, run_state, store_lease};
 use crate::clock::after;
-use crate::{ClaimQuery, Error, EventLog, Lease, Result, RunPage, RunQuery, RunSummary};
+use crate::{
+    ClaimQuery, ClaimRequest, Error, EventLog, Lease, Result, RunPage, RunQuery, RunSummary,
+};
 
 /// The first token of every run, given with `create_run`.
 const FIRST_TOKEN: u64 = 1;
@@ -113,6 +115,10 @@ impl EventLog for SqliteStore {
 
     async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>> {
         self.select_claimable(query).await
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Option<(RunSummary, Lease)>> {
+        self.claim_one(request).await
     }
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
@@ -334,8 +340,9 @@ async fn insert_run_row(
     }
     sqlx::query(
         "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq,
-                           lease_token, lease_holder, lease_expires_at)
-         VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                           lease_token, lease_holder, lease_expires_at,
+                           volume, backend, channel)
+         VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)",
     )
     .bind(run_id.as_str())
     .bind(&created.agent.name)
@@ -345,6 +352,9 @@ async fn insert_run_row(
     .bind(token_to_sql(lease.map_or(0, |l| l.token)))
     .bind(lease.map(|l| l.holder.clone()))
     .bind(lease.map(|l| stamp(l.expires_at)))
+    .bind(created.policy.as_ref().and_then(|p| p.volume.clone()))
+    .bind(created.policy.as_ref().map(|p| p.backend.clone()))
+    .bind(created.channel.as_ref().map(|c| c.kind.clone()))
     .execute(&mut *tx)
     .await?;
     let mut batch = Batch::new(run_id, now, 0, RunStatus::Queued);

@@ -9,8 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use toren_protocol::{ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId};
 use toren_store::{
-    ClaimQuery, EventLog, Lease, Result, RunPage, RunQuery, RunSummary, SqliteStore, TestClock,
-    conformance,
+    ClaimQuery, ClaimRequest, EventLog, Lease, Result, RunPage, RunQuery, RunSummary, SqliteStore,
+    TestClock, conformance,
 };
 
 use super::common::{temp_store_with_clock, url_in};
@@ -64,7 +64,29 @@ check_with_clock_on_fresh_file!(
     pages_neither_skip_nor_repeat_while_runs_are_created,
     claimable_runs_are_free_unfinished_and_oldest_first,
     runs_are_counted_by_status_and_claimability,
+    claims_take_the_oldest_run_and_expired_leases,
+    claims_pass_over_ended_runs_and_runs_awaiting_approval,
+    claims_follow_volumes_backends_and_channels,
+    claims_keep_the_per_agent_limit_and_skip,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_claimers_never_share_a_run() {
+    let (_dir, store, _clock) = temp_store_with_clock().await;
+    conformance::racing_claimers_never_share_a_run(&(Arc::new(store) as _)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_claimers_through_two_stores_never_share_a_run() {
+    let (_dir, store, _clock) = two_stores_on_one_file().await;
+    conformance::racing_claimers_never_share_a_run(&(Arc::new(store) as _)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn worker_registry() {
+    let (_dir, store, clock) = temp_store_with_clock().await;
+    conformance::run_all_workers(&store, &clock).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appenders_get_one_winner_per_seq() {
@@ -145,6 +167,10 @@ impl EventLog for Alternating {
         self.pick().create_run(run_id, created, holder, ttl).await
     }
 
+    async fn create_queued(&self, run_id: &RunId, created: RunCreated) -> Result<Event> {
+        self.pick().create_queued(run_id, created).await
+    }
+
     async fn append(
         &self,
         lease: &Lease,
@@ -172,6 +198,10 @@ impl EventLog for Alternating {
 
     async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>> {
         self.pick().claimable_runs(query).await
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Option<(RunSummary, Lease)>> {
+        self.pick().claim(request).await
     }
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {

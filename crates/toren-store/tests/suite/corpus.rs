@@ -138,6 +138,7 @@ fn expected() -> Vec<Event> {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let answer = "There are 42 Rust files in the project.";
     vec![
@@ -323,6 +324,7 @@ fn expected() -> Vec<Event> {
                     workspace: None,
                     on_interrupt: Default::default(),
                     sandbox_key: None,
+                    volume: None,
                 }),
                 input: s("Free some disk space."),
                 session: None,
@@ -464,6 +466,7 @@ fn compacted_run() -> Vec<Event> {
                     workspace: None,
                     on_interrupt: Default::default(),
                     sandbox_key: None,
+                    volume: None,
                 }),
                 input: s("Summarise the build logs."),
                 session: None,
@@ -575,6 +578,7 @@ fn delivering_run() -> Vec<Event> {
                     workspace: None,
                     on_interrupt: Default::default(),
                     sandbox_key: None,
+                    volume: None,
                 }),
                 input: s("Send me this week's report."),
                 session: None,

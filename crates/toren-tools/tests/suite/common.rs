@@ -36,6 +36,7 @@ impl Fixture {
             workspace: None,
             on_interrupt: Default::default(),
             sandbox_key: None,
+            volume: None,
         };
         let sandbox = backend
             .open(&RunId::new(), &policy, Vec::new())

@@ -75,6 +75,7 @@ impl Home {
                 workspace: None,
                 on_interrupt: Default::default(),
                 sandbox_key: None,
+                volume: None,
             }),
             input: "report".into(),
             session: None,

@@ -82,6 +82,13 @@ impl EventLog for ConflictOnce {
         self.inner.claimable_runs(query).await
     }
 
+    async fn claim(
+        &self,
+        request: &toren_store::ClaimRequest,
+    ) -> toren_store::Result<Option<(RunSummary, Lease)>> {
+        self.inner.claim(request).await
+    }
+
     async fn decide_approval(
         &self,
         run_id: &RunId,
@@ -182,6 +189,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
             workspace: None,
             on_interrupt: Default::default(),
             sandbox_key: None,
+            volume: None,
         }),
         input: "go".into(),
         session: None,

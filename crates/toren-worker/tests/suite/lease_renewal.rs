@@ -93,6 +93,13 @@ impl EventLog for FlakyRenewals {
         self.inner.claimable_runs(query).await
     }
 
+    async fn claim(
+        &self,
+        request: &toren_store::ClaimRequest,
+    ) -> toren_store::Result<Option<(RunSummary, Lease)>> {
+        self.inner.claim(request).await
+    }
+
     async fn decide_approval(
         &self,
         run_id: &RunId,
@@ -190,6 +197,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         workspace: None,
         on_interrupt: Default::default(),
         sandbox_key: None,
+        volume: None,
     };
     let created = RunCreated {
         agent: AgentSpec {

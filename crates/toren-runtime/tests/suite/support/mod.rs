@@ -117,6 +117,7 @@ impl Home {
                 policy: PolicySettings {
                     backend: Some(LocalBackend::NAME.into()),
                     sandbox_root: root.clone(),
+                    volume: None,
                 },
                 lease_ttl: options.lease_ttl,
                 follow_poll: options.follow_poll,
