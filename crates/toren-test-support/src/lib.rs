@@ -9,6 +9,7 @@
 //! [`postgres::Cluster`] is a throwaway Postgres cluster (initdb in a temp dir, a unix
 //! socket and optionally a TCP address), removed on drop.
 
+pub mod e2b;
 mod fake_llm;
 pub mod postgres;
 

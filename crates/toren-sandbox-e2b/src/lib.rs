@@ -1,0 +1,34 @@
+//! The E2B sandbox backend.
+//!
+//! One E2B sandbox (a Firecracker microVM) per run, or per session with its turns sharing
+//! it. Opening a run's sandbox lists this installation's sandboxes by metadata
+//! (`toren_key`, `toren_instance`) and connects to the one found — the sandbox a dead
+//! worker left running, or a finished turn left paused (`connect` resumes it) — else
+//! creates one (`templateID` from `sandbox.image`, default [`DEFAULT_TEMPLATE`];
+//! `secure: true`; `allow_internet_access` from `network`; metadata naming the run, the
+//! key, the instance and the host workspace; an explicit lifetime, refreshed every third
+//! of it while a process holds the sandbox). Its id is what `sandbox_provisioned` records.
+//! A sandbox found gone (404, 502) is replaced by a new one, and the next command's
+//! output says the old one's files were lost. At the end of a run its sandbox is killed;
+//! a session turn's is paused.
+//!
+//! Commands run through envd's `process.Process/Start` (`process`), a Connect stream over
+//! JSON spoken by hand (`client`; no E2B crate): no deadline is sent to envd, Toren's own
+//! timeout kills the command's whole process group, output goes into the same head+tail
+//! capture as the other backends, exit codes are exact. The command's environment is
+//! exactly PATH, HOME, LANG and the granted names (envd's additions are dropped before it
+//! starts); the E2B key and every other runtime credential stay on the control plane.
+//!
+//! File tools: see `Sandbox::workspace` — this version keeps them on the host workspace
+//! (the VM's `/workspace` is not synchronised with it); see `ARCHITECTURE.md`.
+
+mod backend;
+mod client;
+mod error;
+mod process;
+mod sandbox;
+
+pub use backend::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings};
+pub use client::{Client, CreateRequest, ENVD_PORT, Endpoints, SandboxInfo};
+pub use error::{Error, Result, check_key};
+pub use sandbox::{META_INSTANCE, META_KEY, META_RUN, META_WORKSPACE};

@@ -1,0 +1,276 @@
+//! One command in a sandbox through envd's `process.Process/Start`, a Connect server
+//! stream over JSON: one request envelope out (no `Connect-Timeout-Ms`, so envd sets no
+//! deadline of its own; `Keepalive-Ping-Interval: 50`), then envelopes in — `start{pid}`,
+//! `data` (base64 stdout/stderr, fed to the head+tail [`Capture`]), `keepalive`, `end`,
+//! and the end-of-stream frame. Toren's own timeout ends it: the command's whole process
+//! group is killed by a second command (`kill -KILL -- -PID`: the command runs under
+//! `setsid`, so its pid is its group's), and its pid by `SendSignal` as well.
+//!
+//! The command's environment is exactly `env` (PATH, HOME, LANG and the granted names):
+//! the wrapper drops whatever envd adds (`USER`, `E2B_SANDBOX_ID`, …) before the command
+//! starts; only names travel in its argv, values only in `envs`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use futures::StreamExt;
+use reqwest::Method;
+use serde_json::{Value, json};
+use toren_exec::Capture;
+
+use crate::client::{Client, envd_error};
+use crate::error::{Error, Result};
+
+/// The largest envelope accepted (envd's chunks are at most 32 KiB).
+const MAX_FRAME: usize = 16 * 1024 * 1024;
+/// Silence longer than this means the stream is wedged (envd pings every 50 s).
+const IDLE: Duration = Duration::from_secs(120);
+
+/// Keeps only the names given after the command, then runs it in its own session.
+const WRAPPER: &str = r#"c=$1; shift; keep=" PATH HOME LANG $* "; for v in $(compgen -e); do case "$keep" in *" $v "*) ;; *) unset "$v";; esac; done; exec setsid /bin/bash -c "$c""#;
+
+/// How a command ended.
+#[derive(Debug)]
+pub(crate) enum Ended {
+    /// It exited (`None`: killed by a signal).
+    Exited(Option<i32>),
+    /// Toren's timeout struck and the group was killed.
+    TimedOut,
+    /// The stream broke before the end; the command was killed to be sure.
+    Broken(Error),
+}
+
+/// What a command printed and how it ended.
+pub(crate) struct Ran {
+    pub(crate) ended: Ended,
+    pub(crate) output: String,
+    pub(crate) truncated: bool,
+}
+
+/// Where a command runs.
+pub(crate) struct Target<'a> {
+    pub(crate) client: &'a Client,
+    pub(crate) id: &'a str,
+    pub(crate) token: Option<&'a str>,
+}
+
+/// The request message of `command` under exactly `env`, in `cwd`.
+pub(crate) fn start_message(command: &str, env: &[(String, String)], cwd: &str) -> Value {
+    let envs: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut args = vec![
+        "-c".to_owned(),
+        WRAPPER.to_owned(),
+        "toren".to_owned(),
+        command.to_owned(),
+    ];
+    args.extend(env.iter().map(|(k, _)| k.clone()));
+    json!({"process": {"cmd": "/bin/bash", "args": args, "envs": envs, "cwd": cwd}, "stdin": false})
+}
+
+/// A script of Toren's own (no granted variables), with `args` as `$1`….
+pub(crate) fn script_message(script: &str, args: &[&str]) -> Value {
+    let mut argv = vec!["-c".to_owned(), script.to_owned(), "toren".to_owned()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    json!({"process": {"cmd": "/bin/bash", "args": argv, "envs": {"PATH": toren_sandbox::SANDBOX_PATH}, "cwd": "/"}, "stdin": false})
+}
+
+fn frame(message: &Value) -> Vec<u8> {
+    let payload = serde_json::to_vec(message).unwrap_or_default();
+    let mut out = Vec::with_capacity(payload.len() + 5);
+    out.push(0);
+    out.extend_from_slice(
+        &u32::try_from(payload.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Splits complete envelopes off `buf`: (flags, payload).
+fn take_frames(buf: &mut Vec<u8>) -> std::result::Result<Vec<(u8, Vec<u8>)>, String> {
+    let mut frames = Vec::new();
+    loop {
+        if buf.len() < 5 {
+            return Ok(frames);
+        }
+        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+        if len > MAX_FRAME {
+            return Err(format!("sent a frame of {len} bytes"));
+        }
+        if buf.len() < 5 + len {
+            return Ok(frames);
+        }
+        let flags = buf[0];
+        let payload = buf[5..5 + len].to_vec();
+        buf.drain(..5 + len);
+        frames.push((flags, payload));
+    }
+}
+
+/// Runs one command: starts it, streams its output into a capture of `limit` bytes, and
+/// stops it at `timeout`. `user` picks envd's user (`Authorization: Basic`), else its default.
+pub(crate) async fn run(
+    target: &Target<'_>,
+    message: &Value,
+    timeout: Duration,
+    limit: usize,
+    user: Option<&str>,
+) -> Result<Ran> {
+    let mut request = target
+        .client
+        .envd(
+            Method::POST,
+            "/process.Process/Start",
+            target.id,
+            target.token,
+        )
+        .header("Content-Type", "application/connect+json")
+        .header("Connect-Protocol-Version", "1")
+        .header("Connect-Content-Encoding", "identity")
+        .header("Keepalive-Ping-Interval", "50")
+        .body(frame(message));
+    if let Some(user) = user {
+        request = request.header(
+            "Authorization",
+            format!("Basic {}", B64.encode(format!("{user}:"))),
+        );
+    }
+    let url = target.client.endpoints().sandbox_url.clone();
+    let response = request.send().await.map_err(|e| Error::Network {
+        url: url.clone(),
+        detail: e.to_string(),
+    })?;
+    let status = response.status();
+    if !status.is_success() {
+        let body = response.bytes().await.unwrap_or_default();
+        return Err(envd_error(target.id, "start a command", status, &body));
+    }
+    let mut body = response.bytes_stream();
+    let mut buf = Vec::new();
+    let mut capture = Capture::new(limit);
+    let mut pid: Option<u32> = None;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let protocol = |why: String| Error::Protocol {
+        id: target.id.to_owned(),
+        why,
+    };
+    let ended = 'stream: loop {
+        let next = tokio::select! {
+            next = tokio::time::timeout(IDLE, body.next()) => next,
+            () = tokio::time::sleep_until(deadline) => {
+                kill(target, pid).await;
+                break 'stream Ended::TimedOut;
+            }
+        };
+        let chunk = match next {
+            Ok(Some(Ok(chunk))) => chunk,
+            Ok(Some(Err(e))) => {
+                kill(target, pid).await;
+                break Ended::Broken(Error::Network {
+                    url: url.clone(),
+                    detail: format!("the command's stream broke: {e}"),
+                });
+            }
+            Ok(None) => {
+                kill(target, pid).await;
+                break Ended::Broken(protocol(
+                    "ended the command's stream without its end".into(),
+                ));
+            }
+            Err(_) => {
+                kill(target, pid).await;
+                break Ended::Broken(protocol(format!(
+                    "sent nothing for {} s, not even a keepalive",
+                    IDLE.as_secs()
+                )));
+            }
+        };
+        buf.extend_from_slice(&chunk);
+        let frames = take_frames(&mut buf).map_err(protocol)?;
+        for (flags, payload) in frames {
+            let value: Value = serde_json::from_slice(&payload)
+                .map_err(|e| protocol(format!("sent a frame that is not JSON: {e}")))?;
+            if flags & 0x02 != 0 {
+                if let Some(error) = value.get("error") {
+                    let code = error["code"].as_str().unwrap_or("unknown");
+                    let message = error["message"].as_str().unwrap_or_default();
+                    break 'stream Ended::Broken(Error::Api {
+                        what: "run a command".into(),
+                        status: 200,
+                        message: format!("{code}: {message}"),
+                    });
+                }
+                break 'stream Ended::Broken(protocol(
+                    "ended the stream before the command's end".into(),
+                ));
+            }
+            let event = &value["event"];
+            if let Some(start) = event.get("start") {
+                pid = start["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+            } else if let Some(data) = event.get("data") {
+                for key in ["stdout", "stderr", "pty"] {
+                    if let Some(text) = data.get(key).and_then(Value::as_str) {
+                        let bytes = B64.decode(text).map_err(|e| {
+                            protocol(format!("sent output that is not base64: {e}"))
+                        })?;
+                        capture.push(&bytes);
+                    }
+                }
+            } else if let Some(end) = event.get("end") {
+                let exited = end["exited"].as_bool().unwrap_or(false);
+                let code = end["exitCode"].as_i64().unwrap_or(0);
+                break 'stream Ended::Exited(exited.then(|| i32::try_from(code).unwrap_or(-1)));
+            }
+        }
+    };
+    let (output, truncated) = capture.finish();
+    Ok(Ran {
+        ended,
+        output,
+        truncated,
+    })
+}
+
+/// Kills the command's whole process group (and the command itself, in case the group
+/// kill could not run). Failures are logged: the sandbox may be gone.
+async fn kill(target: &Target<'_>, pid: Option<u32>) {
+    let Some(pid) = pid else { return };
+    let group = format!("-{pid}");
+    let message = script_message(r#"kill -KILL -- "$1""#, &[&group]);
+    let group = Box::pin(run(target, &message, Duration::from_secs(10), 1024, None));
+    if let Err(err) = group.await {
+        tracing::warn!(%err, sandbox = target.id, pid, "could not kill a command's process group");
+    }
+    let signal = json!({"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"});
+    let _ = target
+        .client
+        .unary(
+            target.id,
+            target.token,
+            "process.Process/SendSignal",
+            &signal,
+        )
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_split_across_chunks() {
+        let mut all = frame(&json!({"a": 1}));
+        all.extend(frame(&json!({"b": 2})));
+        let mut rest = all.split_off(7);
+        let mut buf = all;
+        assert_eq!(take_frames(&mut buf).unwrap().len(), 0);
+        buf.append(&mut rest);
+        let frames = take_frames(&mut buf).unwrap();
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0].1, br#"{"a":1}"#);
+        assert!(buf.is_empty());
+    }
+}

@@ -1,0 +1,318 @@
+//! One run's E2B sandbox. Opening it connects to the sandbox Toren's metadata names for
+//! this run (or session) — the one a dead worker left running or a finished turn left
+//! paused; `connect` resumes it — or creates one; its lifetime is refreshed every third of
+//! it while this process holds it. Each command goes through envd (`process`). When the
+//! sandbox turns out gone (404, 502) a new one is made, and the next command's output says
+//! that the old sandbox's files were lost.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::task::JoinHandle;
+use toren_sandbox::{ExecOutput, ExecRequest, SANDBOX_WORKDIR, Sandbox, Workspace, check_command};
+
+use crate::client::{Client, CreateRequest};
+use crate::error::{Error, Result};
+use crate::process::{self, Ended, Target, script_message, start_message};
+
+/// Metadata keys on every sandbox Toren makes.
+pub const META_RUN: &str = "toren_run";
+pub const META_KEY: &str = "toren_key";
+pub const META_INSTANCE: &str = "toren_instance";
+pub const META_WORKSPACE: &str = "toren_workspace";
+
+/// Made once in a fresh sandbox: the workspace directory, owned by the default user.
+const SETUP: &str = "mkdir -p /workspace && { chown user:user /workspace 2>/dev/null || true; }";
+
+pub(crate) struct Setup {
+    pub(crate) client: Client,
+    pub(crate) workspace: Workspace,
+    pub(crate) run: String,
+    pub(crate) key: String,
+    pub(crate) instance: String,
+    pub(crate) template: String,
+    pub(crate) internet: bool,
+    pub(crate) lifetime: Duration,
+    /// The commands' whole environment, granted values included: never logged.
+    pub(crate) env: Vec<(String, String)>,
+}
+
+struct Live {
+    id: String,
+    token: Option<String>,
+    keepalive: JoinHandle<()>,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.keepalive.abort();
+    }
+}
+
+pub(crate) struct E2bSandbox {
+    setup: Setup,
+    live: tokio::sync::Mutex<Option<Live>>,
+    /// The id of the last sandbox used, for `instance_id` and to tell a loss.
+    last: Mutex<Option<(String, String)>>,
+    /// Notes for the next command's output (a lost workspace).
+    notes: Mutex<Vec<String>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl E2bSandbox {
+    pub(crate) fn new(setup: Setup) -> Self {
+        Self {
+            setup,
+            live: tokio::sync::Mutex::new(None),
+            last: Mutex::new(None),
+            notes: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn metadata(&self) -> BTreeMap<String, String> {
+        let s = &self.setup;
+        BTreeMap::from([
+            (META_RUN.to_owned(), s.run.clone()),
+            (META_KEY.to_owned(), s.key.clone()),
+            (META_INSTANCE.to_owned(), s.instance.clone()),
+            (
+                META_WORKSPACE.to_owned(),
+                s.workspace.path().display().to_string(),
+            ),
+        ])
+    }
+
+    /// The sandbox to run in: the current one, one found by metadata, or a new one.
+    pub(crate) async fn ensure(&self) -> Result<(String, Option<String>)> {
+        let mut live = self.live.lock().await;
+        if let Some(l) = live.as_ref() {
+            return Ok((l.id.clone(), l.token.clone()));
+        }
+        let s = &self.setup;
+        let filter = BTreeMap::from([
+            (META_KEY.to_owned(), s.key.clone()),
+            (META_INSTANCE.to_owned(), s.instance.clone()),
+        ]);
+        let mut found = None;
+        let listed = s
+            .client
+            .retrying("list sandboxes", || s.client.list(&filter))
+            .await?;
+        for candidate in listed {
+            match s
+                .client
+                .retrying("connect", || {
+                    s.client.connect(&candidate.sandbox_id, s.lifetime)
+                })
+                .await
+            {
+                Ok(info) => {
+                    tracing::info!(sandbox = %info.sandbox_id, "reconnected to the run's E2B sandbox");
+                    found = Some(info);
+                    break;
+                }
+                Err(err) if err.is_gone() => {}
+                Err(err) => return Err(err),
+            }
+        }
+        let fresh = found.is_none();
+        let info = match found {
+            Some(info) => info,
+            None => {
+                let request = CreateRequest {
+                    template: s.template.clone(),
+                    timeout: s.lifetime,
+                    internet: s.internet,
+                    metadata: self.metadata(),
+                };
+                s.client
+                    .retrying("create a sandbox", || s.client.create(&request))
+                    .await?
+            }
+        };
+        let id = info.sandbox_id.clone();
+        let token = info.envd_access_token.clone();
+        if fresh {
+            let target = Target {
+                client: &s.client,
+                id: &id,
+                token: token.as_deref(),
+            };
+            let ran = process::run(
+                &target,
+                &script_message(SETUP, &[]),
+                Duration::from_secs(60),
+                4096,
+                Some("root"),
+            )
+            .await?;
+            if !matches!(ran.ended, Ended::Exited(Some(0))) {
+                return Err(Error::Protocol {
+                    id,
+                    why: format!("could not make /workspace: {}", ran.output.trim()),
+                });
+            }
+            let previous = locked(&self.last).as_ref().map(|(id, _)| id.clone());
+            if let Some(old) = previous {
+                locked(&self.notes).push(format!(
+                    "[the E2B sandbox `{old}` is gone (killed or expired), and with it the files \
+                     in its /workspace; this command ran in a new, empty sandbox `{id}`. The \
+                     run's log keeps every earlier result, but nothing earlier commands or file \
+                     tools made in the workspace is there any more.]\n"
+                ));
+            }
+        }
+        tracing::info!(sandbox = %id, envd = %info.envd_version, fresh, "E2B sandbox ready");
+        *locked(&self.last) = Some((id.clone(), info.envd_version.clone()));
+        let keepalive = tokio::spawn(keep_alive(s.client.clone(), id.clone(), s.lifetime));
+        *live = Some(Live {
+            id: id.clone(),
+            token: token.clone(),
+            keepalive,
+        });
+        Ok((id, token))
+    }
+
+    /// Forgets the sandbox `id` (gone), so the next command makes a new one.
+    async fn forget(&self, id: &str) {
+        let mut live = self.live.lock().await;
+        if live.as_ref().is_some_and(|l| l.id == id) {
+            *live = None;
+        }
+    }
+
+    /// Whether this sandbox is a session's (kept under a key that is not the run's id).
+    pub(crate) fn is_session(&self) -> bool {
+        self.setup.key != self.setup.run
+    }
+
+    /// Stops refreshing the lifetime; returns the sandbox in use, if any.
+    pub(crate) async fn close(&self) -> Option<String> {
+        self.live.lock().await.take().map(|l| l.id.clone())
+    }
+}
+
+/// Refreshes the sandbox's lifetime every third of it until it is gone.
+async fn keep_alive(client: Client, id: String, lifetime: Duration) {
+    let period = (lifetime / 3).max(Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(period).await;
+        match client.set_timeout(&id, lifetime).await {
+            Ok(()) => tracing::debug!(sandbox = %id, "refreshed the sandbox's lifetime"),
+            Err(err) if err.is_gone() => return,
+            Err(err) => {
+                tracing::warn!(sandbox = %id, %err, "could not refresh the sandbox's lifetime")
+            }
+        }
+    }
+}
+
+fn cut_short(note: String, timed_out: bool) -> ExecOutput {
+    ExecOutput {
+        exit_code: None,
+        output: note,
+        truncated: false,
+        timed_out,
+        limits_hit: Vec::new(),
+    }
+}
+
+impl fmt::Debug for E2bSandbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.setup;
+        f.debug_struct("E2bSandbox")
+            .field("key", &s.key)
+            .field("template", &s.template)
+            .field("internet", &s.internet)
+            .field(
+                "env",
+                &s.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Sandbox for E2bSandbox {
+    fn workspace(&self) -> &Workspace {
+        &self.setup.workspace
+    }
+
+    fn backend(&self) -> &'static str {
+        crate::E2bBackend::NAME
+    }
+
+    /// The E2B sandbox id (`id@envd <version>` is not used: the id alone is what a
+    /// resumed run connects to).
+    fn instance_id(&self) -> String {
+        locked(&self.last).as_ref().map_or_else(
+            || format!("pending-{}", self.setup.key),
+            |(id, _)| id.clone(),
+        )
+    }
+
+    async fn exec(&self, req: ExecRequest) -> toren_sandbox::Result<ExecOutput> {
+        check_command(&req.command)?;
+        let message = start_message(&req.command, &self.setup.env, SANDBOX_WORKDIR);
+        let mut retried = false;
+        loop {
+            let (id, token) = self.ensure().await?;
+            let target = Target {
+                client: &self.setup.client,
+                id: &id,
+                token: token.as_deref(),
+            };
+            let ran = process::run(&target, &message, req.timeout, req.output_limit, None).await;
+            let notes: String = locked(&self.notes).drain(..).collect();
+            return match ran {
+                Ok(ran) => match ran.ended {
+                    Ended::Exited(code) => Ok(ExecOutput {
+                        exit_code: code,
+                        output: format!("{notes}{}", ran.output),
+                        truncated: ran.truncated,
+                        timed_out: false,
+                        limits_hit: Vec::new(),
+                    }),
+                    Ended::TimedOut => Ok(ExecOutput {
+                        exit_code: None,
+                        output: format!("{notes}{}", ran.output),
+                        truncated: ran.truncated,
+                        timed_out: true,
+                        limits_hit: Vec::new(),
+                    }),
+                    Ended::Broken(err) => {
+                        tracing::warn!(sandbox = %id, %err, "a command's stream broke");
+                        let gone = matches!(
+                            self.setup.client.connect(&id, self.setup.lifetime).await,
+                            Err(e) if e.is_gone()
+                        );
+                        if gone {
+                            self.forget(&id).await;
+                        }
+                        let why = if gone {
+                            "the E2B sandbox went away while this command ran (killed or expired); the next command runs in a new sandbox, without this one's files"
+                        } else {
+                            "the connection to the E2B sandbox broke while this command ran; the command was killed"
+                        };
+                        Ok(cut_short(format!("{notes}{}\n[{why}]", ran.output), false))
+                    }
+                },
+                Err(err) if err.is_gone() && !retried => {
+                    // The command never started: run it in a new sandbox.
+                    tracing::warn!(sandbox = %id, %err, "the E2B sandbox is gone; making a new one");
+                    locked(&self.notes).insert(0, notes);
+                    self.forget(&id).await;
+                    retried = true;
+                    continue;
+                }
+                Err(err) => Err(err.into()),
+            };
+        }
+    }
+}

@@ -1,0 +1,2 @@
+mod backend;
+mod support;

@@ -1,0 +1,541 @@
+//! The fake's data plane, envd behind E2B's proxy on one address: a request names its
+//! sandbox in `E2b-Sandbox-Id` and the port in `E2b-Sandbox-Port` (49983); a gone or paused
+//! sandbox answers 502 as the proxy does, a wrong or missing `X-Access-Token` 401 as envd
+//! does. `process.Process/Start` is a Connect server stream over JSON: one request
+//! envelope in; `start`, `data` (base64 stdout/stderr in chunks of at most 32 KiB),
+//! `keepalive` (after `Keepalive-Ping-Interval` seconds of silence, default 90) and `end`
+//! events out, then the end-of-stream envelope. A client going away leaves the process
+//! running, as envd does. `Connect-Timeout-Ms` on Start is the process's deadline.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+
+use super::{Disk, ENVD_PORT, Shared, lock, record};
+
+/// Envelope flag of the stream's last message.
+const END_STREAM: u8 = 0x02;
+/// The largest chunk of output in one `data` event, as envd's.
+const CHUNK: usize = 32 * 1024;
+/// envd's own `PATH`, inherited by every process.
+const ENVD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+pub(crate) fn router(state: Shared) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+/// One framed message.
+fn envelope(flags: u8, message: &Value) -> Bytes {
+    let payload = serde_json::to_vec(message).unwrap_or_default();
+    let mut frame = Vec::with_capacity(payload.len() + 5);
+    frame.push(flags);
+    frame.extend_from_slice(
+        &u32::try_from(payload.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
+    frame.extend_from_slice(&payload);
+    Bytes::from(frame)
+}
+
+fn connect_error(code: &str, message: &str) -> Response {
+    let status = match code {
+        "invalid_argument" => StatusCode::BAD_REQUEST,
+        "unauthenticated" => StatusCode::UNAUTHORIZED,
+        "permission_denied" => StatusCode::FORBIDDEN,
+        "not_found" => StatusCode::NOT_FOUND,
+        "already_exists" => StatusCode::CONFLICT,
+        "unimplemented" => StatusCode::NOT_IMPLEMENTED,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (
+        status,
+        axum::Json(json!({"code": code, "message": message})),
+    )
+        .into_response()
+}
+
+fn plain_error(status: u16, message: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        code,
+        axum::Json(json!({"code": status, "message": message})),
+    )
+        .into_response()
+}
+
+/// What the handlers need of the sandbox a request is routed to.
+struct Target {
+    id: String,
+    template: String,
+    disk: Arc<Disk>,
+    internet: bool,
+    env_vars: BTreeMap<String, String>,
+}
+
+async fn handle(
+    State(state): State<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    record(&state, "envd", &method, &uri, &headers, &body);
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (Some(id), port) = (header("e2b-sandbox-id"), header("e2b-sandbox-port")) else {
+        return plain_error(400, "missing E2b-Sandbox-Id");
+    };
+    let target = {
+        let st = lock(&state);
+        let html = st.faults.html_502;
+        match st.sandboxes.get(&id) {
+            Some(s) if !s.paused => {
+                if port.as_deref() != Some(&ENVD_PORT.to_string()) {
+                    return (
+                        StatusCode::BAD_GATEWAY,
+                        axum::Json(json!({"sandboxId": id, "message": "The sandbox is running but port is not open", "port": port, "code": 502})),
+                    )
+                        .into_response();
+                }
+                if uri.path() != "/health"
+                    && !s.token.is_empty()
+                    && header("x-access-token").as_deref() != Some(s.token.as_str())
+                {
+                    return plain_error(
+                        401,
+                        "unauthorized access, please provide a valid access token or method signing if supported",
+                    );
+                }
+                Target {
+                    id: s.id.clone(),
+                    template: s.template.clone(),
+                    disk: Arc::clone(&s.disk),
+                    internet: s.internet,
+                    env_vars: s.env_vars.clone(),
+                }
+            }
+            _ if html => {
+                return (
+                    StatusCode::BAD_GATEWAY,
+                    [("content-type", "text/html")],
+                    "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>",
+                )
+                    .into_response();
+            }
+            _ => {
+                return (
+                    StatusCode::BAD_GATEWAY,
+                    axum::Json(json!({"sandboxId": id, "message": "The sandbox was not found", "code": 502})),
+                )
+                    .into_response();
+            }
+        }
+    };
+    let user = user_of(&headers);
+    match (method.as_str(), uri.path()) {
+        ("GET", "/health") => StatusCode::NO_CONTENT.into_response(),
+        ("POST", "/process.Process/Start") => start(&state, &target, &user, &headers, &body).await,
+        ("POST", "/process.Process/SendSignal") => send_signal(&state, &target, &body),
+        ("POST", path) if path.starts_with("/filesystem.Filesystem/") => {
+            filesystem(&target, path, &body)
+        }
+        ("GET", "/files") => download(&target, &uri),
+        ("POST", "/files") => upload(&target, &uri, &headers, &body),
+        _ => connect_error(
+            "unimplemented",
+            &format!("{method} {} is not served here", uri.path()),
+        ),
+    }
+}
+
+/// The user named by `Authorization: Basic base64("<user>:")`, else `user`.
+fn user_of(headers: &HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| B64.decode(b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.split(':').next().map(str::to_owned))
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "user".to_owned())
+}
+
+async fn start(
+    state: &Shared,
+    target: &Target,
+    user: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok());
+    if content_type != Some("application/connect+json") {
+        return connect_error("invalid_argument", "expected application/connect+json");
+    }
+    let Some(request) = body
+        .get(5..)
+        .filter(|p| {
+            body.first() == Some(&0)
+                && p.len() == u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize
+        })
+        .and_then(|p| serde_json::from_slice::<Value>(p).ok())
+    else {
+        return connect_error(
+            "invalid_argument",
+            "the body is not one Connect envelope of JSON",
+        );
+    };
+    if let Some(unknown) = request.as_object().and_then(|o| {
+        o.keys()
+            .find(|k| !["process", "pty", "tag", "stdin"].contains(&k.as_str()))
+    }) {
+        return stream_error("invalid_argument", &format!("unknown field \"{unknown}\""));
+    }
+    let process = &request["process"];
+    let Some(cmd) = process.get("cmd").and_then(Value::as_str) else {
+        return stream_error("invalid_argument", "process.cmd is required");
+    };
+    let args: Vec<String> = process
+        .get("args")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let home = if user == "root" {
+        "/root".to_owned()
+    } else {
+        format!("/home/{user}")
+    };
+    let cwd = process
+        .get("cwd")
+        .and_then(Value::as_str)
+        .unwrap_or(&home)
+        .to_owned();
+    if !target.disk.host_path(&cwd).is_some_and(|(p, _)| p.is_dir()) {
+        return stream_error("invalid_argument", &format!("cwd '{cwd}' does not exist"));
+    }
+    let mut env: Vec<(String, String)> = vec![
+        ("PATH".into(), ENVD_PATH.into()),
+        ("HOME".into(), home.clone()),
+        ("USER".into(), user.to_owned()),
+        ("LOGNAME".into(), user.to_owned()),
+    ];
+    env.extend(target.env_vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.push(("E2B_SANDBOX".into(), "true".into()));
+    env.push(("E2B_SANDBOX_ID".into(), target.id.clone()));
+    env.push(("E2B_TEMPLATE_ID".into(), target.template.clone()));
+    if let Some(envs) = process.get("envs").and_then(Value::as_object) {
+        for (k, v) in envs {
+            env.retain(|(n, _)| n != k);
+            env.push((k.clone(), v.as_str().unwrap_or_default().to_owned()));
+        }
+    }
+    let keepalive = headers
+        .get("keepalive-ping-interval")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(90);
+    let deadline = headers
+        .get("connect-timeout-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let n = {
+        let mut st = lock(state);
+        st.next += 1;
+        st.next
+    };
+    let fifo = match target.disk.info_fifo(n) {
+        Ok(fifo) => fifo,
+        Err(e) => return stream_error("internal", &format!("cannot make a FIFO: {e}")),
+    };
+    let mut child = match target
+        .disk
+        .command(cmd, &args, &env, &cwd, target.internet, &fifo)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => return stream_error("internal", &format!("cannot start the process: {e}")),
+    };
+    let Some(pid) = super::disk::read_pid(fifo).await else {
+        let _ = child.kill().await;
+        return stream_error("internal", "the process did not start");
+    };
+    let cut = {
+        let mut st = lock(state);
+        if let Some(s) = st.sandboxes.get_mut(&target.id) {
+            s.pids.push(pid);
+        }
+        std::mem::take(&mut st.faults.cut_next_stream)
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(64);
+    let _ = tx
+        .send(Ok(envelope(0, &json!({"event": {"start": {"pid": pid}}}))))
+        .await;
+    if cut {
+        // Once the headers and the start event are out, the connection fails.
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = tx
+                .send(Err(io::Error::other("the stream was cut (fault switch)")))
+                .await;
+        });
+    }
+    let state = Arc::clone(state);
+    let id = target.id.clone();
+    tokio::spawn(async move {
+        let mut stdout = child.stdout.take();
+        let mut stderr = child.stderr.take();
+        let (mut out_buf, mut err_buf) = (vec![0u8; CHUNK], vec![0u8; CHUNK]);
+        let idle = Duration::from_secs(keepalive.max(1));
+        let started = tokio::time::Instant::now();
+        let mut killed_at_deadline = false;
+        while stdout.is_some() || stderr.is_some() {
+            let until_deadline = deadline.map(|d| d.saturating_sub(started.elapsed()));
+            let event = tokio::select! {
+                read = read_some(&mut stdout, &mut out_buf) => read.map(|b| json!({"data": {"stdout": B64.encode(b)}})),
+                read = read_some(&mut stderr, &mut err_buf) => read.map(|b| json!({"data": {"stderr": B64.encode(b)}})),
+                () = tokio::time::sleep(idle) => Some(json!({"keepalive": {}})),
+                () = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX)), if until_deadline.is_some() => {
+                    killed_at_deadline = true;
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0)), nix::sys::signal::Signal::SIGKILL);
+                    break;
+                }
+            };
+            if let Some(event) = event {
+                // Nobody listening: the output is dropped and the process runs on.
+                let _ = tx.send(Ok(envelope(0, &json!({"event": event})))).await;
+            }
+        }
+        let status = child.wait().await;
+        if let Some(s) = lock(&state).sandboxes.get_mut(&id) {
+            s.pids.retain(|p| *p != pid);
+        }
+        if killed_at_deadline {
+            let _ = tx
+                .send(Ok(envelope(END_STREAM, &json!({"error": {"code": "deadline_exceeded", "message": "context deadline exceeded"}}))))
+                .await;
+            return;
+        }
+        let end = match status.ok().and_then(|s| s.code()) {
+            Some(0) => json!({"exited": true, "status": "exit status 0"}),
+            Some(code) => {
+                json!({"exitCode": code, "exited": true, "status": format!("exit status {code}"), "error": format!("exit status {code}")})
+            }
+            None => json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"}),
+        };
+        let _ = tx
+            .send(Ok(envelope(0, &json!({"event": {"end": end}}))))
+            .await;
+        let _ = tx.send(Ok(envelope(END_STREAM, &json!({})))).await;
+    });
+    let body = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/connect+json")
+        .body(Body::from_stream(body.boxed()))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Reads what is there (up to the buffer); `None` and the reader dropped at its end.
+async fn read_some<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut Option<R>,
+    buf: &mut [u8],
+) -> Option<Vec<u8>> {
+    let Some(r) = reader.as_mut() else {
+        return std::future::pending().await;
+    };
+    match r.read(buf).await {
+        Ok(0) | Err(_) => {
+            *reader = None;
+            None
+        }
+        Ok(n) => Some(buf[..n].to_vec()),
+    }
+}
+
+/// A stream that fails before its first event.
+fn stream_error(code: &str, message: &str) -> Response {
+    let frame = envelope(
+        END_STREAM,
+        &json!({"error": {"code": code, "message": message}}),
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/connect+json")
+        .body(Body::from(frame))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn send_signal(state: &Shared, target: &Target, body: &[u8]) -> Response {
+    let Ok(request) = serde_json::from_slice::<Value>(body) else {
+        return connect_error("invalid_argument", "the body is not JSON");
+    };
+    let pid = request["process"]["pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok());
+    let signal = match request["signal"].as_str() {
+        Some("SIGNAL_SIGKILL") => nix::sys::signal::Signal::SIGKILL,
+        Some("SIGNAL_SIGTERM") => nix::sys::signal::Signal::SIGTERM,
+        _ => return connect_error("unimplemented", "only SIGKILL and SIGTERM are supported"),
+    };
+    let known = pid.filter(|pid| {
+        lock(state)
+            .sandboxes
+            .get(&target.id)
+            .is_some_and(|s| s.pids.contains(pid))
+    });
+    let Some(pid) = known.and_then(|p| i32::try_from(p).ok()) else {
+        return connect_error("not_found", "process not found");
+    };
+    // envd signals the process itself, not its group.
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    axum::Json(json!({})).into_response()
+}
+
+fn entry_json(path: &str, host: &std::path::Path) -> io::Result<Value> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::symlink_metadata(host)?;
+    let kind = if meta.file_type().is_symlink() {
+        "FILE_TYPE_SYMLINK"
+    } else if meta.is_dir() {
+        "FILE_TYPE_DIRECTORY"
+    } else {
+        "FILE_TYPE_FILE"
+    };
+    let mut entry = json!({
+        "name": path.rsplit('/').next().unwrap_or(path),
+        "type": kind,
+        "path": path,
+        "size": meta.len().to_string(),
+        "mode": meta.permissions().mode() & 0o7777,
+        "owner": if meta.uid() == 0 { "root" } else { "user" },
+        "group": if meta.gid() == 0 { "root" } else { "user" },
+    });
+    if let Ok(target) = std::fs::read_link(host) {
+        entry["symlinkTarget"] = json!(target.display().to_string());
+    }
+    Ok(entry)
+}
+
+fn filesystem(target: &Target, method: &str, body: &[u8]) -> Response {
+    let Ok(request) = serde_json::from_slice::<Value>(body) else {
+        return connect_error("invalid_argument", "the body is not JSON");
+    };
+    let path = request["path"].as_str().unwrap_or_default().to_owned();
+    let Some((host, writable)) = target.disk.host_path(&path) else {
+        return connect_error("invalid_argument", &format!("invalid path '{path}'"));
+    };
+    let io_error = |e: io::Error| match e.kind() {
+        io::ErrorKind::NotFound => connect_error("not_found", &format!("path '{path}' not found")),
+        io::ErrorKind::AlreadyExists => {
+            connect_error("already_exists", &format!("'{path}' already exists"))
+        }
+        _ => connect_error("internal", &e.to_string()),
+    };
+    match method {
+        "/filesystem.Filesystem/Stat" => match entry_json(&path, &host) {
+            Ok(entry) => axum::Json(json!({"entry": entry})).into_response(),
+            Err(e) => io_error(e),
+        },
+        "/filesystem.Filesystem/MakeDir" if writable => {
+            if host.exists() {
+                return io_error(io::ErrorKind::AlreadyExists.into());
+            }
+            match std::fs::create_dir_all(&host).and_then(|()| entry_json(&path, &host)) {
+                Ok(entry) => axum::Json(json!({"entry": entry})).into_response(),
+                Err(e) => io_error(e),
+            }
+        }
+        "/filesystem.Filesystem/Remove" if writable => {
+            let removed = if host.is_dir() {
+                std::fs::remove_dir_all(&host)
+            } else {
+                std::fs::remove_file(&host)
+            };
+            match removed {
+                Ok(()) => axum::Json(json!({})).into_response(),
+                Err(e) => io_error(e),
+            }
+        }
+        "/filesystem.Filesystem/MakeDir" | "/filesystem.Filesystem/Remove" => {
+            connect_error("permission_denied", &format!("'{path}' is read-only"))
+        }
+        other => connect_error("unimplemented", &format!("{other} is not served here")),
+    }
+}
+
+fn query_path(uri: &Uri) -> Option<String> {
+    let query = uri.query()?;
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == "path").then(|| super::control::percent_decode(v))
+    })
+}
+
+fn download(target: &Target, uri: &Uri) -> Response {
+    let Some(path) = query_path(uri) else {
+        return plain_error(400, "path is required");
+    };
+    let Some((host, _)) = target.disk.host_path(&path) else {
+        return plain_error(400, &format!("invalid path '{path}'"));
+    };
+    if host.is_dir() {
+        return plain_error(400, &format!("path '{path}' is a directory"));
+    }
+    match std::fs::read(&host) {
+        Ok(bytes) => ([("content-type", "application/octet-stream")], bytes).into_response(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            plain_error(404, &format!("path '{path}' does not exist"))
+        }
+        Err(e) => plain_error(500, &e.to_string()),
+    }
+}
+
+fn upload(target: &Target, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Response {
+    if headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/octet-stream")
+    {
+        return plain_error(400, "this envd takes application/octet-stream uploads only");
+    }
+    let Some(path) = query_path(uri) else {
+        return plain_error(400, "path is required for an octet-stream upload");
+    };
+    let Some((host, writable)) = target.disk.host_path(&path) else {
+        return plain_error(400, &format!("invalid path '{path}'"));
+    };
+    if !writable {
+        return plain_error(403, &format!("'{path}' is read-only"));
+    }
+    let written = host
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&host, body));
+    match written {
+        Ok(()) => axum::Json(json!([{"path": path, "name": path.rsplit('/').next().unwrap_or(&path), "type": "file"}])).into_response(),
+        Err(e) => plain_error(500, &e.to_string()),
+    }
+}
