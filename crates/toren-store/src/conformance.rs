@@ -19,6 +19,7 @@ mod counts;
 mod fixtures;
 mod leases;
 mod queries;
+mod sessions;
 mod workers;
 
 use std::sync::Arc;
@@ -59,6 +60,12 @@ pub use leases::{
 pub use queries::{
     claimable_runs_are_free_unfinished_and_oldest_first,
     pages_neither_skip_nor_repeat_while_runs_are_created, runs_are_filtered_by_status_and_agent,
+};
+pub use sessions::{
+    LogAndSessions, racing_turns_get_one_winner, removing_a_session_keeps_its_runs,
+    session_names_are_unique_and_sessions_round_trip,
+    the_conversation_is_recorded_once_per_turn_and_read_in_order, the_queue_is_first_in_first_out,
+    turns_never_interleave_and_are_numbered_in_order,
 };
 pub use workers::workers_register_heartbeat_and_expire;
 
@@ -110,6 +117,18 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
 /// `registry`, which must read `clock`.
 pub async fn run_all_workers(registry: &dyn crate::WorkerRegistry, clock: &TestClock) {
     workers_register_heartbeat_and_expire(registry, clock).await;
+}
+
+/// Runs every [`SessionStore`](crate::SessionStore) check against `store`, one after
+/// another; they make sessions with fresh names, so other checks may share the store.
+pub async fn run_all_sessions(store: Arc<dyn LogAndSessions>) {
+    let s = &*store;
+    session_names_are_unique_and_sessions_round_trip(s).await;
+    turns_never_interleave_and_are_numbered_in_order(s).await;
+    the_conversation_is_recorded_once_per_turn_and_read_in_order(s).await;
+    the_queue_is_first_in_first_out(s).await;
+    removing_a_session_keeps_its_runs(s).await;
+    racing_turns_get_one_winner(&store).await;
 }
 
 /// What `create_run` and `append` return is exactly what `read` gives back, and the

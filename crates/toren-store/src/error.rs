@@ -226,20 +226,34 @@ fn whole_seconds(d: Duration) -> String {
     format!("{secs} s")
 }
 
-/// SQLITE_BUSY / SQLITE_LOCKED (after `busy_timeout` ran out) and pool exhaustion.
+/// A failure that may pass if the call is simply made again later: SQLITE_BUSY /
+/// SQLITE_LOCKED (after `busy_timeout` ran out); pool exhaustion; a connection that could
+/// not be made or broke (the database server restarting or unreachable: sqlx's I/O
+/// errors); and on Postgres the SQLSTATEs that say the same (connection exceptions,
+/// serialization failures and deadlocks, lock and statement timeouts, the server shutting
+/// down or starting, too many connections).
 fn is_transient(e: &sqlx::Error) -> bool {
     match e {
-        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) => true,
         sqlx::Error::Database(db) => {
             let code = db.code();
-            let primary = code
-                .as_deref()
-                .and_then(|c| c.parse::<i64>().ok())
-                .map(|c| c & 0xff);
-            matches!(primary, Some(5 | 6))
+            let code = code.as_deref().unwrap_or_default();
+            let sqlite_primary = code.parse::<i64>().ok().map(|c| c & 0xff);
+            let sqlite_busy = code.len() < 5 && matches!(sqlite_primary, Some(5 | 6));
+            sqlite_busy || is_postgres_transient(code)
         }
         _ => false,
     }
+}
+
+/// Postgres SQLSTATEs (always five characters) of failures that pass on their own.
+fn is_postgres_transient(code: &str) -> bool {
+    code.len() == 5
+        && (code.starts_with("08")
+            || matches!(
+                code,
+                "40001" | "40P01" | "55P03" | "57014" | "57P01" | "57P02" | "57P03" | "53300"
+            ))
 }
 
 #[cfg(test)]

@@ -193,3 +193,9 @@ async fn removing_a_session_keeps_its_runs() {
     store.create_session(&session("r")).await.unwrap();
     assert_eq!(store.turns("ses_r").await.unwrap(), vec![]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_session_conformance_suite() {
+    let (_dir, store) = temp_store().await;
+    toren_store::conformance::run_all_sessions(std::sync::Arc::new(store)).await;
+}

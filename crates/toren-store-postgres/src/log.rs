@@ -1,0 +1,486 @@
+//! [`EventLog`] on Postgres. Every write is one transaction that locks the run's row first
+//! (`state.rs`), checks it in the order the trait documents, writes the events (one
+//! statement for a whole batch) and the run's columns, queues a notice (`pg_notify`) when
+//! the write should wake a worker, and commits; an error drops the transaction, which rolls
+//! it back, so a refused call writes nothing and notifies nobody.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use jiff::Timestamp;
+use sqlx::PgConnection;
+use toren_protocol::{
+    ApprovalDecided, EVENT_FORMAT_VERSION, Event, EventKind, RunCancelled, RunCreated, RunId,
+    RunStatus,
+};
+use toren_store::{
+    ClaimQuery, ClaimRequest, Error, EventLog, Lease, Result, RunCounts, RunPage, RunQuery,
+    RunSummary,
+};
+
+use crate::rows::{self, RunRow, decode_event, nanos, run_columns, to_sql};
+use crate::state::{clear_lease, lock_run, store_lease};
+use crate::store::{PostgresStore, notify};
+
+/// The first token of every run, given with `create_run`.
+pub(crate) const FIRST_TOKEN: u64 = 1;
+
+/// `at + ttl`, or the end of time if that overflows.
+pub(crate) fn after(at: Timestamp, ttl: Duration) -> Timestamp {
+    at.saturating_add(ttl).unwrap_or(Timestamp::MAX)
+}
+
+#[async_trait]
+impl EventLog for PostgresStore {
+    async fn create_run(
+        &self,
+        run_id: &RunId,
+        created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<(Event, Lease)> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let created =
+                insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
+            tx.commit().await?;
+            Ok(created)
+        })
+        .await
+    }
+
+    async fn create_queued(&self, run_id: &RunId, created: RunCreated) -> Result<Event> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let event = insert_run_row(&mut tx, self.clock.now(), run_id, created, None).await?;
+            tx.commit().await?;
+            Ok(event)
+        })
+        .await
+    }
+
+    async fn append(
+        &self,
+        lease: &Lease,
+        after_seq: u64,
+        kinds: Vec<EventKind>,
+    ) -> Result<Vec<Event>> {
+        self.bounded(async {
+            let run_id = &lease.run_id;
+            let mut tx = self.begin().await?;
+            let state = lock_run(&mut tx, run_id).await?;
+            state.refuse_if_ended(run_id)?;
+            state.fence(lease)?;
+            if state.last_seq != after_seq {
+                return Err(Error::Conflict {
+                    run_id: run_id.clone(),
+                    expected: after_seq,
+                    actual: state.last_seq,
+                });
+            }
+            if kinds.is_empty() {
+                return Ok(Vec::new());
+            }
+            let events = write_events(
+                &mut tx,
+                run_id,
+                self.clock.now(),
+                state.last_seq,
+                state.status,
+                kinds,
+            )
+            .await?;
+            notify(&mut tx, run_id).await?;
+            tx.commit().await?;
+            Ok(events)
+        })
+        .await
+    }
+
+    async fn read(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>> {
+        self.bounded(async {
+            let rows = sqlx::query_as::<_, (i64, String)>(
+                "SELECT seq, payload FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+            )
+            .bind(run_id.as_str())
+            .bind(to_sql(after_seq))
+            .fetch_all(&self.pool)
+            .await?;
+            if rows.is_empty() {
+                // Tell "no new events" from "no such run".
+                self.summary(run_id).await?;
+            }
+            rows.iter()
+                .map(|(seq, payload)| decode_event(run_id.as_str(), *seq, payload))
+                .collect()
+        })
+        .await
+    }
+
+    async fn run(&self, run_id: &RunId) -> Result<RunSummary> {
+        self.bounded(self.summary(run_id)).await
+    }
+
+    async fn query_runs(&self, query: &RunQuery) -> Result<RunPage> {
+        self.bounded(self.select_runs(query)).await
+    }
+
+    async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>> {
+        self.bounded(self.select_claimable(query)).await
+    }
+
+    async fn claim(&self, request: &ClaimRequest) -> Result<Option<(RunSummary, Lease)>> {
+        self.bounded(self.claim_one(request)).await
+    }
+
+    async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let state = lock_run(&mut tx, run_id).await?;
+            let rows = sqlx::query_as::<_, (i64, String)>(
+                "SELECT seq, payload FROM events
+                 WHERE run_id = $1 AND kind IN ('approval_requested', 'approval_decided')
+                 ORDER BY seq",
+            )
+            .bind(run_id.as_str())
+            .fetch_all(&mut *tx)
+            .await?;
+            // Only the latest request for this call id counts: logs written before call ids
+            // were unique within a run may reuse an earlier turn's id.
+            let mut requested = false;
+            let mut decided = None;
+            for (seq, payload) in &rows {
+                match decode_event(run_id.as_str(), *seq, payload)?.kind {
+                    EventKind::ApprovalDecided(earlier) if earlier.call_id == decision.call_id => {
+                        decided = Some(earlier.approved);
+                    }
+                    EventKind::ApprovalRequested(request)
+                        if request.call_id == decision.call_id =>
+                    {
+                        requested = true;
+                        decided = None;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(approved) = decided {
+                return Err(Error::AlreadyDecided {
+                    run_id: run_id.clone(),
+                    call_id: decision.call_id,
+                    approved,
+                });
+            }
+            if !requested {
+                return Err(Error::NoPendingApproval {
+                    run_id: run_id.clone(),
+                    call_id: decision.call_id,
+                });
+            }
+            state.refuse_if_ended(run_id)?;
+            let mut events = write_events(
+                &mut tx,
+                run_id,
+                self.clock.now(),
+                state.last_seq,
+                state.status,
+                vec![EventKind::ApprovalDecided(decision)],
+            )
+            .await?;
+            notify(&mut tx, run_id).await?;
+            tx.commit().await?;
+            events.pop().ok_or_else(|| unwritten(run_id))
+        })
+        .await
+    }
+
+    async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let state = lock_run(&mut tx, run_id).await?;
+            state.refuse_if_ended(run_id)?;
+            let mut events = write_events(
+                &mut tx,
+                run_id,
+                self.clock.now(),
+                state.last_seq,
+                state.status,
+                vec![EventKind::RunCancelled(cancelled)],
+            )
+            .await?;
+            notify(&mut tx, run_id).await?;
+            tx.commit().await?;
+            events.pop().ok_or_else(|| unwritten(run_id))
+        })
+        .await
+    }
+
+    async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
+        self.bounded(self.lease_run(run_id, None, holder, ttl))
+            .await
+    }
+
+    async fn take_over_lease(
+        &self,
+        run_id: &RunId,
+        dead_holder: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        self.bounded(self.lease_run(run_id, Some(dead_holder), holder, ttl))
+            .await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let state = lock_run(&mut tx, &lease.run_id).await?;
+            state.refuse_if_ended(&lease.run_id)?;
+            state.fence(lease)?;
+            let renewed = Lease {
+                expires_at: after(self.clock.now(), ttl),
+                ..lease.clone()
+            };
+            store_lease(&mut tx, &renewed).await?;
+            tx.commit().await?;
+            Ok(renewed)
+        })
+        .await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<()> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let state = lock_run(&mut tx, &lease.run_id).await?;
+            if state.fence(lease).is_err() {
+                // Released already, taken over (the new holder keeps it) or ended with its
+                // run.
+                return Ok(());
+            }
+            clear_lease(&mut tx, &lease.run_id).await?;
+            notify(&mut tx, &lease.run_id).await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn count_runs(&self) -> Result<RunCounts> {
+        self.bounded(async {
+            // One statement, so one snapshot. A lease is free once its expiry is not after
+            // now (`LeaseInfo::is_live`).
+            let rows = sqlx::query_as::<_, (String, i64, i64)>(
+                "SELECT status, COUNT(*),
+                        COUNT(*) FILTER (WHERE status IN ('queued', 'running')
+                                         AND (lease_expires_at IS NULL OR lease_expires_at <= $1))
+                 FROM runs GROUP BY status",
+            )
+            .bind(nanos(self.clock.now()))
+            .fetch_all(&self.pool)
+            .await?;
+            let mut counts = RunCounts::default();
+            for (status, runs, claimable) in rows {
+                let status = rows::status(&format!("(any with status `{status}`)"), &status)?;
+                counts
+                    .by_status
+                    .insert(status, u64::try_from(runs).unwrap_or(0));
+                counts.claimable += u64::try_from(claimable).unwrap_or(0);
+            }
+            Ok(counts)
+        })
+        .await
+    }
+
+    fn moves(&self) -> Option<tokio::sync::broadcast::Receiver<RunId>> {
+        Some(self.subscribe())
+    }
+}
+
+impl PostgresStore {
+    async fn summary(&self, run_id: &RunId) -> Result<RunSummary> {
+        let row = sqlx::query_as::<_, RunRow>(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM runs WHERE id = $1"
+        ))
+        .bind(run_id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.ok_or_else(|| Error::RunNotFound(run_id.clone()))?
+            .decode()
+    }
+
+    /// Acquires the run's lease; a live lease of `dead_holder` (if given) is overridden.
+    async fn lease_run(
+        &self,
+        run_id: &RunId,
+        dead_holder: Option<&str>,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        let mut tx = self.begin().await?;
+        let state = lock_run(&mut tx, run_id).await?;
+        state.refuse_if_ended(run_id)?;
+        let now = self.clock.now();
+        let held_by_the_dead =
+            dead_holder.is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
+        if !held_by_the_dead {
+            state.refuse_if_leased(run_id, holder, now)?;
+        }
+        let lease = Lease {
+            token: state.token + 1,
+            run_id: run_id.clone(),
+            holder: holder.to_owned(),
+            expires_at: after(now, ttl),
+        };
+        store_lease(&mut tx, &lease).await?;
+        tx.commit().await?;
+        Ok(lease)
+    }
+}
+
+/// A batch that returned no event although it was given one: cannot happen, but an error
+/// is better than a panic.
+fn unwritten(run_id: &RunId) -> Error {
+    Error::CorruptRun {
+        run_id: run_id.as_str().to_owned(),
+        reason: "a write of one event returned none".to_owned(),
+    }
+}
+
+/// Inserts a new run with its `run_created` event and its first lease, inside `tx`: shared
+/// by [`EventLog::create_run`] and the creation of a session's turn.
+pub(crate) async fn insert_run(
+    tx: &mut PgConnection,
+    now: Timestamp,
+    run_id: &RunId,
+    created: RunCreated,
+    holder: &str,
+    ttl: Duration,
+) -> Result<(Event, Lease)> {
+    let lease = Lease {
+        run_id: run_id.clone(),
+        token: FIRST_TOKEN,
+        holder: holder.to_owned(),
+        expires_at: after(now, ttl),
+    };
+    let event = insert_run_row(tx, now, run_id, created, Some(&lease)).await?;
+    Ok((event, lease))
+}
+
+/// Inserts a new run with its `run_created` event, leased to `lease` or to nobody (token
+/// 0, so its first acquisition gets [`FIRST_TOKEN`]), and notifies: a queued run wakes
+/// the workers at once, a leased one when its lease is released or expires.
+async fn insert_run_row(
+    tx: &mut PgConnection,
+    now: Timestamp,
+    run_id: &RunId,
+    created: RunCreated,
+    lease: Option<&Lease>,
+) -> Result<Event> {
+    // A concurrent insert of the same id waits on the primary key, then does nothing.
+    let inserted = sqlx::query(
+        "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq,
+                           lease_token, lease_holder, lease_expires_at,
+                           volume, backend, channel)
+         VALUES ($1, $2, $3, $4, $4, 0, $5, $6, $7, $8, $9, $10)
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(run_id.as_str())
+    .bind(&created.agent.name)
+    .bind(RunStatus::Queued.as_str())
+    .bind(nanos(now))
+    .bind(to_sql(lease.map_or(0, |l| l.token)))
+    .bind(lease.map(|l| l.holder.clone()))
+    .bind(lease.map(|l| nanos(l.expires_at)))
+    .bind(created.policy.as_ref().and_then(|p| p.volume.clone()))
+    .bind(created.policy.as_ref().map(|p| p.backend.clone()))
+    .bind(created.channel.as_ref().map(|c| c.kind.clone()))
+    .execute(&mut *tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(Error::RunExists(run_id.clone()));
+    }
+    let mut events = write_events(
+        tx,
+        run_id,
+        now,
+        0,
+        RunStatus::Queued,
+        vec![EventKind::RunCreated(created)],
+    )
+    .await?;
+    notify(tx, run_id).await?;
+    events.pop().ok_or_else(|| unwritten(run_id))
+}
+
+/// Writes `kinds` after `last_seq` of a run in `status`, stamped `at`, in one statement,
+/// and brings the run's row in step (status, `updated_at`, `last_seq`; an ended run's
+/// lease released). A batch that goes on after its own terminal event is
+/// [`Error::RunEnded`] and writes nothing.
+async fn write_events(
+    tx: &mut PgConnection,
+    run_id: &RunId,
+    at: Timestamp,
+    last_seq: u64,
+    mut status: RunStatus,
+    kinds: Vec<EventKind>,
+) -> Result<Vec<Event>> {
+    let mut events = Vec::with_capacity(kinds.len());
+    let (mut seqs, mut names, mut payloads) = (Vec::new(), Vec::new(), Vec::new());
+    for (seq, kind) in (last_seq + 1..).zip(kinds) {
+        if status.is_terminal() {
+            return Err(Error::RunEnded {
+                run_id: run_id.clone(),
+                status,
+            });
+        }
+        let event = Event {
+            run_id: run_id.clone(),
+            seq,
+            at,
+            v: EVENT_FORMAT_VERSION,
+            kind,
+        };
+        let payload = serde_json::to_string(&event).map_err(|source| Error::Encode {
+            run_id: run_id.clone(),
+            seq,
+            source,
+        })?;
+        status = event.kind.status_after().unwrap_or(status);
+        seqs.push(to_sql(seq));
+        names.push(event.kind.name().to_owned());
+        payloads.push(payload);
+        events.push(event);
+    }
+    let Some(last) = events.last().map(|e| e.seq) else {
+        return Ok(events);
+    };
+    sqlx::query(
+        "INSERT INTO events (run_id, seq, kind, v, at, payload)
+         SELECT $1, seq, kind, $2, $3, payload
+         FROM UNNEST($4::BIGINT[], $5::TEXT[], $6::TEXT[]) AS e (seq, kind, payload)",
+    )
+    .bind(run_id.as_str())
+    .bind(i32::try_from(EVENT_FORMAT_VERSION).unwrap_or(i32::MAX))
+    .bind(nanos(at))
+    .bind(&seqs)
+    .bind(&names)
+    .bind(&payloads)
+    .execute(&mut *tx)
+    .await?;
+    let ended = status.is_terminal();
+    sqlx::query(
+        "UPDATE runs SET status = $1, updated_at = $2, last_seq = $3,
+             lease_holder = CASE WHEN $4 THEN NULL ELSE lease_holder END,
+             lease_expires_at = CASE WHEN $4 THEN NULL ELSE lease_expires_at END
+         WHERE id = $5",
+    )
+    .bind(status.as_str())
+    .bind(nanos(at))
+    .bind(to_sql(last))
+    .bind(ended)
+    .bind(run_id.as_str())
+    .execute(&mut *tx)
+    .await?;
+    Ok(events)
+}

@@ -1,0 +1,5 @@
+mod common;
+mod conformance;
+mod moves;
+mod open;
+mod outage;
