@@ -40,6 +40,15 @@ pub const TOREN_DATABASE_URL: EnvVar = EnvVar {
     secret: true,
 };
 
+pub const TOREN_DATABASE_POOL_SIZE: EnvVar = EnvVar {
+    name: "TOREN_DATABASE_POOL_SIZE",
+    default: Some("10"),
+    description: "With a Postgres TOREN_DATABASE_URL: at most this many connections each \
+                  process opens to it (one more listens for other processes' writes), a whole \
+                  number from 1 to 1000.",
+    secret: false,
+};
+
 pub const TOREN_SANDBOX: EnvVar = EnvVar {
     name: "TOREN_SANDBOX",
     default: Some("auto"),
@@ -220,6 +229,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_HOME,
     TOREN_AGENTS,
     TOREN_DATABASE_URL,
+    TOREN_DATABASE_POOL_SIZE,
     TOREN_SANDBOX,
     TOREN_SANDBOX_ROOT,
     TOREN_DOWNLOADS,

@@ -23,6 +23,8 @@ pub struct Settings {
     pub agents_dir: PathBuf,
     /// `TOREN_DATABASE_URL`; a secret because a Postgres URL may carry a password.
     pub database_url: Secret,
+    /// `TOREN_DATABASE_POOL_SIZE`: the Postgres store's pool size.
+    pub database_pool_size: u32,
     /// `TOREN_SANDBOX`, with `auto` resolved.
     pub sandbox: SandboxChoice,
     /// Whether `sandbox` was resolved from `auto` (the default).
@@ -78,6 +80,9 @@ pub const APPROVAL_POLL_RANGE: (Duration, Duration) =
 
 /// The bounds of `TOREN_MAX_TOKENS`.
 pub const MAX_TOKENS_RANGE: (u32, u32) = (1, 1_000_000);
+
+/// The bounds of `TOREN_DATABASE_POOL_SIZE`.
+pub const DATABASE_POOL_SIZE_RANGE: (u32, u32) = (1, 1000);
 
 impl Settings {
     /// Resolves the settings from `lookup` (a variable name → its value); empty values
@@ -135,6 +140,11 @@ impl Settings {
                 read(&env_vars::TOREN_AGENTS).unwrap_or_else(|| default(&env_vars::TOREN_AGENTS)),
             ),
             database_url: Secret::new(database_url),
+            database_pool_size: count(
+                &env_vars::TOREN_DATABASE_POOL_SIZE,
+                read(&env_vars::TOREN_DATABASE_POOL_SIZE),
+                DATABASE_POOL_SIZE_RANGE,
+            )?,
             sandbox,
             sandbox_auto,
             sandbox_root,

@@ -25,6 +25,7 @@ fn defaults_follow_home() {
             home: PathBuf::from("/home/ada/.toren"),
             agents_dir: PathBuf::from("./agents"),
             database_url: Secret::new("sqlite:///home/ada/.toren/toren.db"),
+            database_pool_size: 10,
             sandbox: SandboxChoice::Docker,
             sandbox_auto: true,
             sandbox_root: PathBuf::from("/home/ada/.toren/sandboxes"),
@@ -73,6 +74,7 @@ fn every_variable_overrides_its_default() {
         ("TOREN_HOME", "/srv/toren"),
         ("TOREN_AGENTS", "/etc/toren/agents"),
         ("TOREN_DATABASE_URL", "postgres://toren:pw@db/toren"),
+        ("TOREN_DATABASE_POOL_SIZE", "25"),
         ("TOREN_SANDBOX", "none"),
         ("TOREN_SANDBOX_ROOT", "/data/workspaces"),
         ("TOREN_DOWNLOADS", "/srv/inbox"),
@@ -101,6 +103,7 @@ fn every_variable_overrides_its_default() {
             home: PathBuf::from("/srv/toren"),
             agents_dir: PathBuf::from("/etc/toren/agents"),
             database_url: Secret::new("postgres://toren:pw@db/toren"),
+            database_pool_size: 25,
             sandbox: SandboxChoice::None,
             sandbox_auto: false,
             sandbox_root: PathBuf::from("/data/workspaces"),
@@ -370,4 +373,21 @@ fn the_registry_documents_every_variable_once() {
         ]
     );
     assert_snapshot!(env_vars::markdown_table());
+}
+
+#[test]
+fn the_database_pool_size_is_range_checked() {
+    let pool = |value: &str| settings(&[("HOME", "/h"), ("TOREN_DATABASE_POOL_SIZE", value)]);
+    assert_eq!(pool("1").unwrap().database_pool_size, 1);
+    assert_eq!(pool("1000").unwrap().database_pool_size, 1000);
+    for bad in ["0", "1001", "-3", "many"] {
+        let error = pool(bad).expect_err(bad).to_string();
+        assert_eq!(
+            error,
+            format!(
+                "TOREN_DATABASE_POOL_SIZE={bad} is not valid: expected a whole number from 1 \
+                 to 1000"
+            )
+        );
+    }
 }
