@@ -53,8 +53,8 @@ pub const TOREN_SANDBOX: EnvVar = EnvVar {
     name: "TOREN_SANDBOX",
     default: Some("auto"),
     description: "Sandbox backend: `auto` (E2B if E2B_API_KEY is set, else docker), `docker` \
-                  (a container per run), `local` (bubblewrap, no daemon), `none` (sandbox \
-                  agents fail fast). `e2b` is not available in this version.",
+                  (a container per run), `e2b` (an E2B microVM per run; needs E2B_API_KEY), \
+                  `local` (bubblewrap, no daemon), `none` (sandbox agents fail fast).",
     secret: false,
 };
 
@@ -131,6 +131,30 @@ pub const E2B_API_KEY: EnvVar = EnvVar {
     default: None,
     description: "E2B key; with TOREN_SANDBOX=auto its presence selects the e2b backend.",
     secret: true,
+};
+
+pub const E2B_DOMAIN: EnvVar = EnvVar {
+    name: "E2B_DOMAIN",
+    default: Some("e2b.app"),
+    description: "The E2B domain (a self-hosted E2B's); the control plane is \
+                  `https://api.<domain>` and the sandboxes `https://sandbox.<domain>` unless \
+                  E2B_API_URL / E2B_SANDBOX_URL say otherwise.",
+    secret: false,
+};
+
+pub const E2B_API_URL: EnvVar = EnvVar {
+    name: "E2B_API_URL",
+    default: Some("https://api.$E2B_DOMAIN"),
+    description: "E2B's control plane (create, connect, pause, kill sandboxes).",
+    secret: false,
+};
+
+pub const E2B_SANDBOX_URL: EnvVar = EnvVar {
+    name: "E2B_SANDBOX_URL",
+    default: Some("https://sandbox.$E2B_DOMAIN"),
+    description: "E2B's data plane (envd in each sandbox, picked by the E2b-Sandbox-Id \
+                  header).",
+    secret: false,
 };
 
 pub const ANTHROPIC_API_KEY: EnvVar = EnvVar {
@@ -244,6 +268,9 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_QUEUE,
     DOCKER_HOST,
     E2B_API_KEY,
+    E2B_DOMAIN,
+    E2B_API_URL,
+    E2B_SANDBOX_URL,
     ANTHROPIC_API_KEY,
     ANTHROPIC_BASE_URL,
     OPENAI_API_KEY,

@@ -39,6 +39,12 @@ pub struct Settings {
     pub exec_helper: Option<PathBuf>,
     /// `DOCKER_HOST`; `None` means the local socket.
     pub docker_host: Option<String>,
+    /// `E2B_API_KEY`: the e2b backend's credential (never granted to a sandbox).
+    pub e2b_api_key: Option<Secret>,
+    /// `E2B_API_URL`, else `https://api.<E2B_DOMAIN>`.
+    pub e2b_api_url: String,
+    /// `E2B_SANDBOX_URL`, else `https://sandbox.<E2B_DOMAIN>`.
+    pub e2b_sandbox_url: String,
     pub anthropic_api_key: Option<Secret>,
     /// Without a trailing `/`.
     pub anthropic_base_url: String,
@@ -101,19 +107,17 @@ impl Settings {
         let database_url = read(&env_vars::TOREN_DATABASE_URL)
             .unwrap_or_else(|| format!("sqlite://{}", home.join("toren.db").display()));
         let e2b_key = read(&env_vars::E2B_API_KEY).is_some();
+        let e2b_domain = read(&env_vars::E2B_DOMAIN)
+            .map_or_else(|| default(&env_vars::E2B_DOMAIN), |d| d.trim().to_owned());
         let requested = read(&env_vars::TOREN_SANDBOX).unwrap_or_else(|| "auto".to_owned());
         let sandbox_auto = requested == "auto";
         let sandbox = if sandbox_auto {
             // The seed's rule: E2B when its key is set, else local docker.
             if e2b_key {
-                return Err(Error::SandboxUnavailable {
-                    value: "auto".to_owned(),
-                    why: "auto picks e2b because E2B_API_KEY is set, and e2b is not available \
-                          in this version"
-                        .to_owned(),
-                });
+                SandboxChoice::E2b
+            } else {
+                SandboxChoice::Docker
             }
-            SandboxChoice::Docker
         } else {
             requested.parse()?
         };
@@ -151,6 +155,15 @@ impl Settings {
             downloads,
             exec_helper: read(&env_vars::TOREN_EXEC_HELPER).map(PathBuf::from),
             docker_host: read(&env_vars::DOCKER_HOST),
+            e2b_api_key: read(&env_vars::E2B_API_KEY).map(Secret::new),
+            e2b_api_url: match read(&env_vars::E2B_API_URL) {
+                Some(url) => http_url(&env_vars::E2B_API_URL, Some(url))?,
+                None => format!("https://api.{e2b_domain}"),
+            },
+            e2b_sandbox_url: match read(&env_vars::E2B_SANDBOX_URL) {
+                Some(url) => http_url(&env_vars::E2B_SANDBOX_URL, Some(url))?,
+                None => format!("https://sandbox.{e2b_domain}"),
+            },
             anthropic_api_key: read(&env_vars::ANTHROPIC_API_KEY).map(Secret::new),
             anthropic_base_url: http_url(
                 &env_vars::ANTHROPIC_BASE_URL,
@@ -280,11 +293,12 @@ fn http_url(var: &'static EnvVar, value: Option<String>) -> Result<String> {
 }
 
 /// The sandbox backend picked with `TOREN_SANDBOX` (`auto` resolves to one of these).
-/// Only implemented backends are variants; `e2b` fails in [`FromStr`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SandboxChoice {
     /// One docker container per run over the bind-mounted workspace.
     Docker,
+    /// One E2B microVM per run, reconnected by its recorded id.
+    E2b,
     /// bubblewrap namespaces over the workspace; no daemon.
     Local,
     /// No sandbox: agents that ask for one fail fast.
@@ -293,13 +307,12 @@ pub enum SandboxChoice {
 
 impl SandboxChoice {
     /// The accepted `TOREN_SANDBOX` values.
-    pub const AVAILABLE: &[&str] = &["auto", "docker", "local", "none"];
-    /// Values that name a backend this version does not have yet.
-    pub const PLANNED: &[&str] = &["e2b"];
+    pub const AVAILABLE: &[&str] = &["auto", "docker", "e2b", "local", "none"];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Docker => "docker",
+            Self::E2b => "e2b",
             Self::Local => "local",
             Self::None => "none",
         }
@@ -318,20 +331,13 @@ impl FromStr for SandboxChoice {
     fn from_str(value: &str) -> Result<Self> {
         match value {
             "docker" => Ok(Self::Docker),
+            "e2b" => Ok(Self::E2b),
             "local" => Ok(Self::Local),
             "none" => Ok(Self::None),
-            planned if Self::PLANNED.contains(&planned) => Err(Error::SandboxUnavailable {
-                value: planned.to_owned(),
-                why: format!("the {planned} backend is not available in this version yet"),
-            }),
             other => Err(Error::InvalidSetting {
                 var: env_vars::TOREN_SANDBOX.name,
                 value: other.to_owned(),
-                expected: format!(
-                    "one of: {} ({} is not available in this version)",
-                    Self::AVAILABLE.join(", "),
-                    Self::PLANNED.join(", ")
-                ),
+                expected: format!("one of: {}", Self::AVAILABLE.join(", ")),
             }),
         }
     }

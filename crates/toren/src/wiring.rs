@@ -12,6 +12,7 @@ use toren_protocol::{AgentSpec, ResolvedPolicy};
 use toren_runtime::{PolicySettings, RunService, ServiceSettings};
 use toren_sandbox::{LocalBackend, LocalSettings, SandboxBackend};
 use toren_sandbox_docker::{DEFAULT_IMAGE, DockerBackend, DockerSettings};
+use toren_sandbox_e2b::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings, Endpoints};
 use toren_store::{EventLog, SqliteStore};
 use toren_worker::ModelFactory as _;
 use tracing_subscriber::EnvFilter;
@@ -108,6 +109,7 @@ pub(crate) async fn configured_backend(settings: &Settings) -> Result<Option<Bac
     let name = match settings.sandbox {
         SandboxChoice::Local => LocalBackend::NAME,
         SandboxChoice::Docker => DockerBackend::NAME,
+        SandboxChoice::E2b => E2bBackend::NAME,
         SandboxChoice::None => return Ok(None),
     };
     backend_named(name, settings).await.map(Some)
@@ -136,11 +138,43 @@ async fn backend_named(name: &str, settings: &Settings) -> Result<Backend, Failu
                 docker: Some(backend),
             })
         }
+        E2bBackend::NAME => {
+            let backend = e2b(settings).await?;
+            Ok(Backend {
+                seam: Arc::new(backend),
+                docker: None,
+            })
+        }
         other => Err(Failure::usage(anyhow!(
             "this run's sandbox backend `{other}` is not available in this version of toren; \
              use a toren that provides it"
         ))),
     }
+}
+
+/// The e2b backend from `E2B_API_KEY`, `E2B_API_URL`, `E2B_SANDBOX_URL` (or `E2B_DOMAIN`),
+/// checked: the key has E2B's shape, and E2B answers and takes it.
+pub(crate) async fn e2b(settings: &Settings) -> Result<E2bBackend, Failure> {
+    let api_key = settings
+        .e2b_api_key
+        .as_ref()
+        .map(|key| key.expose().to_owned())
+        .unwrap_or_default();
+    let backend = E2bBackend::new(E2bSettings {
+        endpoints: Endpoints {
+            api_key,
+            api_url: settings.e2b_api_url.clone(),
+            sandbox_url: settings.e2b_sandbox_url.clone(),
+        },
+        sandbox_root: settings.sandbox_root.clone(),
+        default_template: DEFAULT_TEMPLATE.to_owned(),
+        instance: instance(settings),
+        lifetime: DEFAULT_LIFETIME,
+    })
+    .map_err(Failure::usage)?;
+    let existing = backend.check().await.map_err(Failure::usage)?;
+    tracing::info!(url = %settings.e2b_api_url, existing, "e2b backend ready");
+    Ok(backend)
 }
 
 /// Connects to the docker daemon and checks the backend can work: daemon reachable,
@@ -206,6 +240,7 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
     let backend = match settings.sandbox {
         SandboxChoice::Local => Some(LocalBackend::NAME.to_owned()),
         SandboxChoice::Docker => Some(DockerBackend::NAME.to_owned()),
+        SandboxChoice::E2b => Some(E2bBackend::NAME.to_owned()),
         SandboxChoice::None => None,
     };
     RunService::new(

@@ -32,6 +32,9 @@ fn defaults_follow_home() {
             downloads: PathBuf::from("/home/ada/Downloads/toren"),
             exec_helper: None,
             docker_host: None,
+            e2b_api_key: None,
+            e2b_api_url: "https://api.e2b.app".to_owned(),
+            e2b_sandbox_url: "https://sandbox.e2b.app".to_owned(),
             anthropic_api_key: None,
             anthropic_base_url: "https://api.anthropic.com".to_owned(),
             openai_api_key: None,
@@ -110,6 +113,9 @@ fn every_variable_overrides_its_default() {
             downloads: PathBuf::from("/srv/inbox"),
             exec_helper: Some(PathBuf::from("/opt/toren/toren-exec")),
             docker_host: Some("tcp://10.0.0.2:2375".to_owned()),
+            e2b_api_key: None,
+            e2b_api_url: "https://api.e2b.app".to_owned(),
+            e2b_sandbox_url: "https://sandbox.e2b.app".to_owned(),
             anthropic_api_key: Some(Secret::new("sk-ant-1")),
             anthropic_base_url: "http://127.0.0.1:9000".to_owned(),
             openai_api_key: Some(Secret::new("sk-2")),
@@ -166,6 +172,7 @@ fn each_toren_sandbox_value() {
     for (value, expected, auto) in [
         ("auto", SandboxChoice::Docker, true),
         ("docker", SandboxChoice::Docker, false),
+        ("e2b", SandboxChoice::E2b, false),
         ("local", SandboxChoice::Local, false),
         ("none", SandboxChoice::None, false),
     ] {
@@ -175,24 +182,19 @@ fn each_toren_sandbox_value() {
             (value, expected, auto)
         );
     }
-    let error = choice("e2b").expect_err("not in this version");
-    assert!(
-        matches!(&error, Error::SandboxUnavailable { value, .. } if value == "e2b"),
-        "{error:?}"
-    );
-    assert_snapshot!("sandbox_e2b", error.to_string());
     let error = choice("kubernetes").expect_err("unknown");
     assert_snapshot!("sandbox_unknown", error.to_string());
 }
 
 #[test]
-fn auto_picks_e2b_when_its_key_is_set_and_says_it_is_unavailable() {
-    let error = settings(&[("HOME", "/h"), ("E2B_API_KEY", "e2b_x")]).expect_err("e2b");
+fn auto_picks_e2b_when_its_key_is_set() {
+    let got = settings(&[("HOME", "/h"), ("E2B_API_KEY", "e2b_x")]).expect("valid");
+    assert_eq!((got.sandbox, got.sandbox_auto), (SandboxChoice::E2b, true));
+    assert_eq!(got.e2b_api_key, Some(Secret::new("e2b_x")));
     assert!(
-        matches!(&error, Error::SandboxUnavailable { value, .. } if value == "auto"),
-        "{error:?}"
+        !format!("{got:?}").contains("e2b_x"),
+        "the key is never printed"
     );
-    assert_snapshot!("sandbox_auto_with_e2b_key", error.to_string());
     // An explicit choice does not look at the key.
     let got = settings(&[
         ("HOME", "/h"),
@@ -201,6 +203,30 @@ fn auto_picks_e2b_when_its_key_is_set_and_says_it_is_unavailable() {
     ])
     .expect("valid");
     assert_eq!(got.sandbox, SandboxChoice::Local);
+}
+
+#[test]
+fn e2b_addresses_follow_the_domain_unless_set() {
+    let got = settings(&[("HOME", "/h"), ("E2B_DOMAIN", "e2b.example.org")]).expect("valid");
+    assert_eq!(
+        (got.e2b_api_url.as_str(), got.e2b_sandbox_url.as_str()),
+        (
+            "https://api.e2b.example.org",
+            "https://sandbox.e2b.example.org"
+        )
+    );
+    let got = settings(&[
+        ("HOME", "/h"),
+        ("E2B_API_URL", "http://127.0.0.1:3000/"),
+        ("E2B_SANDBOX_URL", "http://127.0.0.1:3001"),
+    ])
+    .expect("valid");
+    assert_eq!(
+        (got.e2b_api_url.as_str(), got.e2b_sandbox_url.as_str()),
+        ("http://127.0.0.1:3000", "http://127.0.0.1:3001")
+    );
+    let error = settings(&[("HOME", "/h"), ("E2B_API_URL", "api.e2b.app")]).expect_err("bad");
+    assert!(error.to_string().contains("E2B_API_URL"), "{error}");
 }
 
 #[test]

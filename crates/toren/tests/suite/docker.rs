@@ -141,11 +141,14 @@ fn an_unreachable_daemon_or_e2b_fail_fast_naming_the_fix() {
     assert_eq!(toren.newest_run(), None, "no run was created");
 
     let toren = Toren::new().env("TOREN_SANDBOX", "e2b");
-    let out = toren.run(&["runs", "list"]);
+    toren.file("s.yaml", "turns: []\n");
+    toren.agent("a", "name: a\nmodel: scripted/s.yaml\nsandbox: true\n");
+    let out = toren.run(&["run", "a", "--input", "go"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("e2b") && stderr.contains("TOREN_SANDBOX=docker"),
+        stderr.contains("E2B_API_KEY is not set") && stderr.contains("TOREN_SANDBOX=docker"),
         "{stderr}"
     );
+    assert_eq!(toren.newest_run(), None, "no run was created");
 }

@@ -245,11 +245,12 @@ fn runs_list_tells_which_runs_can_be_resumed() {
     );
 }
 
-/// Rewrites a run's pinned backend to `e2b` in the SQLite file given as argv[1].
-const PIN_E2B: &str = r#"
+/// Rewrites a run's pinned backend to `firecracker` (no toren has it) in the SQLite file
+/// given as argv[1].
+const PIN_UNKNOWN: &str = r#"
 import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
-c.execute("""UPDATE events SET payload = replace(payload, '"backend":"local"', '"backend":"e2b"') WHERE seq = 1""")
+c.execute("""UPDATE events SET payload = replace(payload, '"backend":"local"', '"backend":"firecracker"') WHERE seq = 1""")
 c.commit()
 print(c.total_changes)
 "#;
@@ -264,19 +265,19 @@ fn a_resume_that_cannot_honour_the_pinned_backend_fails_and_keeps_the_run() {
     kill9(&mut child);
 
     // The run was pinned to a backend this toren cannot provide (as if created by a toren
-    // with an e2b backend): rewrite the pinned policy in the database itself.
+    // with another backend): rewrite the pinned policy in the database itself.
     let db = toren.dir.path().join("toren/toren.db");
     let edit = std::process::Command::new("python3")
-        .args(["-c", PIN_E2B, db.to_str().unwrap()])
+        .args(["-c", PIN_UNKNOWN, db.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(text(&edit.stdout).trim(), "1", "{}", text(&edit.stderr));
-    assert_eq!(toren.events(&run)[0]["policy"]["backend"], "e2b");
+    assert_eq!(toren.events(&run)[0]["policy"]["backend"], "firecracker");
     let out = toren.run(&["resume", &run]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("backend `e2b` is not available"),
+        stderr.contains("backend `firecracker` is not available"),
         "{stderr}"
     );
     assert!(listed_resumable(&toren), "the run is left resumable");
