@@ -1,6 +1,6 @@
 //! The one place that reads the process environment and picks concrete backends: the
-//! settings (the diagnostics filter among them), the SQLite event log, the sandbox backend
-//! and the model provider. Everything below receives resolved values.
+//! settings (the diagnostics filter among them), the store (SQLite or Postgres), the
+//! sandbox backend and the model provider. Everything below receives resolved values.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,7 +13,8 @@ use toren_runtime::{PolicySettings, RunService, ServiceSettings};
 use toren_sandbox::{LocalBackend, LocalSettings, SandboxBackend};
 use toren_sandbox_docker::{DEFAULT_IMAGE, DockerBackend, DockerSettings};
 use toren_sandbox_e2b::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings, Endpoints};
-use toren_store::{EventLog, SqliteStore};
+use toren_store::{EventLog, SessionStore, SqliteStore, WorkerRegistry};
+use toren_store_postgres::{OpenError, PostgresOptions, PostgresStore};
 use toren_worker::ModelFactory as _;
 use tracing_subscriber::EnvFilter;
 
@@ -54,6 +55,36 @@ fn process_env(name: &str) -> Option<String> {
 /// Looks a variable up in this process's environment (for granted sandbox variables).
 pub(crate) fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// A store as the binary uses it: the event log, the sessions and the worker registry,
+/// whichever backend holds them.
+pub(crate) trait Store: EventLog + SessionStore + WorkerRegistry {}
+impl<T: EventLog + SessionStore + WorkerRegistry> Store for T {}
+
+/// Opens the store `TOREN_DATABASE_URL` names: a `postgres://` (or `postgresql://`) URL
+/// the Postgres store, with a pool of `TOREN_DATABASE_POOL_SIZE` connections, anything
+/// else the SQLite file. A Postgres server that does not answer fails within seconds
+/// (exit 1), naming its host and port, never the URL (it may hold a password).
+pub(crate) async fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, Failure> {
+    let url = settings.database_url.expose();
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return Ok(open_sqlite(settings).await?);
+    }
+    let options = PostgresOptions {
+        pool_size: settings.database_pool_size,
+        ..PostgresOptions::default()
+    };
+    let store = PostgresStore::open(url, &options).await.map_err(|e| {
+        let unreachable = matches!(e, OpenError::Unreachable { .. });
+        let e = anyhow!(e).context("cannot open the event log (TOREN_DATABASE_URL)");
+        if unreachable {
+            Failure::failed(e)
+        } else {
+            Failure::usage(e)
+        }
+    })?;
+    Ok(Arc::new(store))
 }
 
 /// Opens the event log named by `TOREN_DATABASE_URL`. The store creates missing
@@ -260,7 +291,7 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
 
 /// The run service over the event log `settings` name, sessions included.
 pub(crate) async fn service_for(settings: &Settings) -> Result<RunService, Failure> {
-    let store = open_sqlite(settings).await?;
+    let store = open_store(settings).await?;
     Ok(service_with(settings, store.clone()).with_sessions(store))
 }
 

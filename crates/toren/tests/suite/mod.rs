@@ -12,6 +12,7 @@ mod follow;
 mod leases;
 mod long_session;
 mod pinned_workspace;
+mod postgres_store;
 mod providers;
 mod pty;
 mod resume;
