@@ -3,10 +3,10 @@
 //! [`EventLog`] is the storage contract every backend implements, leases and fencing
 //! included; the conformance suite in [`conformance`] checks it, and every backend's tests
 //! run the whole suite. The SQLite backend ([`SqliteStore`]) is the embedded default;
-//! Postgres comes later and must pass the same suite. The store knows runs, events and
-//! leases, not agents: it never interprets an event beyond [`EventKind::status_after`] (to
-//! keep the `status` column in step) and the approval rules of
-//! [`EventLog::decide_approval`]. It takes the time from a [`Clock`].
+//! the Postgres backend (crate `toren-store-postgres`) passes the same suite. The store
+//! knows runs, events and leases, not agents: it never interprets an event beyond
+//! [`EventKind::status_after`] (to keep the `status` column in step) and the approval
+//! rules of [`EventLog::decide_approval`]. It takes the time from a [`Clock`].
 //!
 //! Sessions (a conversation of many turns, each a run) are a second contract,
 //! [`SessionStore`], and the registry of live workers a third, [`WorkerRegistry`]; the
