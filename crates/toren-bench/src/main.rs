@@ -30,7 +30,7 @@ use clap::Parser;
 use crate::cli::{Cli, Command};
 
 /// Something went wrong under load (a run failed, a log was wrong, the server misbehaved).
-const WRONG: u8 = 1;
+pub(crate) const WRONG: u8 = 1;
 /// The benchmark could not start (no `toren` binary, the server did not come up).
 const SETUP: u8 = 2;
 
