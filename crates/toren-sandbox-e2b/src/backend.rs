@@ -91,7 +91,7 @@ impl E2bBackend {
             .sandbox_key
             .clone()
             .unwrap_or_else(|| run.as_str().to_owned());
-        let sandbox = Arc::new(E2bSandbox::new(Setup {
+        let setup = Setup {
             client: self.client.clone(),
             workspace,
             run: run.as_str().to_owned(),
@@ -104,7 +104,8 @@ impl E2bBackend {
             internet: policy.network,
             lifetime: self.settings.lifetime,
             env: toren_sandbox::sandbox_env(&env),
-        }));
+        };
+        let sandbox = Arc::new_cyclic(|me| E2bSandbox::new(setup, me.clone()));
         sandbox.ensure().await?;
         self.open
             .lock()

@@ -386,7 +386,7 @@ pub(crate) fn message_of(body: &[u8]) -> String {
 }
 
 /// Percent-encodes everything but unreserved characters, as `encodeURIComponent`.
-fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

@@ -19,12 +19,16 @@
 //! exactly PATH, HOME, LANG and the granted names (envd's additions are dropped before it
 //! starts); the E2B key and every other runtime credential stay on the control plane.
 //!
-//! File tools: see `Sandbox::workspace` — this version keeps them on the host workspace
-//! (the VM's `/workspace` is not synchronised with it); see `ARCHITECTURE.md`.
+//! File tools work on the VM's `/workspace` (`files`): each path is resolved in the VM and
+//! refused there when it leads outside (`..`, absolute paths, symlinks the agent made) or
+//! is not a regular file; the bytes move through envd's `/files`. The run's host
+//! workspace directory (pinned like every backend's) stays empty: the VM's disk is the
+//! workspace.
 
 mod backend;
 mod client;
 mod error;
+mod files;
 mod process;
 mod sandbox;
 

@@ -7,15 +7,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::task::JoinHandle;
-use toren_sandbox::{ExecOutput, ExecRequest, SANDBOX_WORKDIR, Sandbox, Workspace, check_command};
+use toren_sandbox::{
+    ExecOutput, ExecRequest, Files, SANDBOX_WORKDIR, Sandbox, Workspace, check_command,
+};
 
 use crate::client::{Client, CreateRequest};
 use crate::error::{Error, Result};
+use crate::files::VmFiles;
 use crate::process::{self, Ended, Target, script_message, start_message};
 
 /// Metadata keys on every sandbox Toren makes.
@@ -59,6 +62,8 @@ pub(crate) struct E2bSandbox {
     last: Mutex<Option<(String, String)>>,
     /// Notes for the next command's output (a lost workspace).
     notes: Mutex<Vec<String>>,
+    /// Itself, for the file tools' handle.
+    me: Weak<E2bSandbox>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -66,13 +71,19 @@ fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl E2bSandbox {
-    pub(crate) fn new(setup: Setup) -> Self {
+    /// A sandbox not connected yet; `me` is the `Arc` it will live in.
+    pub(crate) fn new(setup: Setup, me: Weak<E2bSandbox>) -> Self {
         Self {
             setup,
             live: tokio::sync::Mutex::new(None),
             last: Mutex::new(None),
             notes: Mutex::new(Vec::new()),
+            me,
         }
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.setup.client
     }
 
     pub(crate) fn metadata(&self) -> BTreeMap<String, String> {
@@ -248,6 +259,15 @@ impl Sandbox for E2bSandbox {
         crate::E2bBackend::NAME
     }
 
+    /// The files in the VM's `/workspace`, checked there (`files`).
+    fn files(&self) -> Arc<dyn Files> {
+        match (self.me.upgrade(), tokio::runtime::Handle::try_current()) {
+            (Some(sandbox), Ok(runtime)) => Arc::new(VmFiles { sandbox, runtime }),
+            // Outside a runtime, or while being dropped: nothing can reach the VM.
+            _ => Arc::new(Unreachable),
+        }
+    }
+
     /// The E2B sandbox id (`id@envd <version>` is not used: the id alone is what a
     /// resumed run connects to).
     fn instance_id(&self) -> String {
@@ -314,5 +334,33 @@ impl Sandbox for E2bSandbox {
                 Err(err) => Err(err.into()),
             };
         }
+    }
+}
+
+/// The file tools' handle when the VM cannot be reached from here.
+struct Unreachable;
+
+impl Unreachable {
+    fn error<T>() -> toren_sandbox::Result<T> {
+        Err(toren_sandbox::Error::Io {
+            context: "e2b sandbox".to_owned(),
+            source: std::io::Error::other(
+                "the sandbox's files are reachable only from the runtime",
+            ),
+        })
+    }
+}
+
+impl Files for Unreachable {
+    fn read(&self, _: &str, _: u64) -> toren_sandbox::Result<Vec<u8>> {
+        Self::error()
+    }
+
+    fn write(&self, _: &str, _: &[u8]) -> toren_sandbox::Result<()> {
+        Self::error()
+    }
+
+    fn metadata(&self, _: &str) -> toren_sandbox::Result<toren_sandbox::EntryInfo> {
+        Self::error()
     }
 }

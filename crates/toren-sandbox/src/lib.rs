@@ -10,6 +10,7 @@
 
 mod backend;
 mod error;
+mod files;
 mod local;
 mod pinned;
 mod sandbox;
@@ -17,6 +18,7 @@ mod workspace;
 
 pub use backend::SandboxBackend;
 pub use error::{Error, Result};
+pub use files::Files;
 pub use local::{
     BwrapSpec, Enforcement, HELPER_PATH, HostLayout, Inside, LimitEnforcement, LocalBackend,
     LocalSettings, RootEntry, SHELL, bwrap_argv, sandbox_env, seccomp_filter,
@@ -27,5 +29,6 @@ pub use sandbox::{
     check_command,
 };
 pub use workspace::{
-    EntryInfo, EntryKind, SANDBOX_WORKDIR, WORKSPACE_DIR, Workspace, workspace_path,
+    EntryInfo, EntryKind, SANDBOX_WORKDIR, WORKSPACE_DIR, Workspace, check_tool_path,
+    workspace_path,
 };

@@ -6,11 +6,13 @@
 //! runs underneath.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
+use crate::files::Files;
 use crate::workspace::Workspace;
 
 /// `PATH` inside every sandbox, whichever backend runs it.
@@ -80,8 +82,15 @@ impl fmt::Display for LimitHit {
 /// the values of granted variables.
 #[async_trait]
 pub trait Sandbox: fmt::Debug + Send + Sync {
-    /// The workspace the sandbox works on; the file tools use it directly.
+    /// The workspace the sandbox works on, on the host.
     fn workspace(&self) -> &Workspace;
+
+    /// Where the file tools read and write: the host workspace itself by default, for
+    /// backends whose commands see that directory; a backend whose files live elsewhere
+    /// returns its own.
+    fn files(&self) -> Arc<dyn Files> {
+        Arc::new(self.workspace().clone())
+    }
 
     /// The backend's name, e.g. `local`.
     fn backend(&self) -> &'static str;

@@ -30,6 +30,14 @@ use crate::error::{Error, Result};
 
 pub use self::layout::{WORKSPACE_DIR, workspace_path};
 
+/// The checks every path a file tool gets passes before it is resolved (empty, NUL, `..`
+/// climbing out, absolute paths — with a hint for `/workspace/...`), with the messages
+/// the tools give on every backend. They only give clearer messages first: the boundary
+/// is the resolution beneath the workspace, where the files are.
+pub fn check_tool_path(path: &str) -> Result<()> {
+    check_path(path).map(drop)
+}
+
 /// Where backends mount the workspace inside their sandboxes; bash starts there.
 pub const SANDBOX_WORKDIR: &str = "/workspace";
 

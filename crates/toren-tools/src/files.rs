@@ -3,23 +3,25 @@
 //! how a text's lines end, and turning workspace errors the model can fix into tool results
 //! while host faults stay errors.
 
-use toren_sandbox::Workspace;
+use std::sync::Arc;
+
+use toren_sandbox::Files;
 
 use crate::error::{Result, ToolError};
 use crate::outcome::ToolOutcome;
 
-/// Runs synchronous workspace work off the async runtime. `work` returns `Err` only for
+/// Runs synchronous file work (on the sandbox's [`Files`]) off the async runtime. `work` returns `Err` only for
 /// host faults.
 pub(crate) async fn blocking<F>(
     tool: &'static str,
-    workspace: &Workspace,
+    files: &Arc<dyn Files>,
     work: F,
 ) -> Result<ToolOutcome>
 where
-    F: FnOnce(&Workspace) -> Result<ToolOutcome, toren_sandbox::Error> + Send + 'static,
+    F: FnOnce(&dyn Files) -> Result<ToolOutcome, toren_sandbox::Error> + Send + 'static,
 {
-    let workspace = workspace.clone();
-    let joined = tokio::task::spawn_blocking(move || work(&workspace)).await;
+    let files = Arc::clone(files);
+    let joined = tokio::task::spawn_blocking(move || work(files.as_ref())).await;
     match joined {
         Ok(result) => Ok(result?),
         Err(source) => Err(ToolError::Crashed { tool, source }),

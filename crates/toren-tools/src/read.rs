@@ -7,7 +7,9 @@
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use toren_sandbox::Workspace;
+use std::sync::Arc;
+
+use toren_sandbox::Files;
 
 use crate::ToolSettings;
 use crate::error::Result;
@@ -32,7 +34,7 @@ struct ReadArgs {
 
 pub(crate) async fn run(
     settings: &ToolSettings,
-    workspace: &Workspace,
+    files: &Arc<dyn Files>,
     args: &serde_json::Value,
 ) -> Result<ToolOutcome> {
     let args: ReadArgs = match parse_args(NAME, USAGE, args) {
@@ -48,12 +50,12 @@ pub(crate) async fn run(
         return Ok(ToolOutcome::error("`limit` must be at least 1 line"));
     }
     let settings = settings.clone();
-    blocking(NAME, workspace, move |ws| read(&settings, ws, &args)).await
+    blocking(NAME, files, move |ws| read(&settings, ws, &args)).await
 }
 
 fn read(
     settings: &ToolSettings,
-    ws: &Workspace,
+    ws: &dyn Files,
     args: &ReadArgs,
 ) -> Result<ToolOutcome, toren_sandbox::Error> {
     let path = args.path.as_str();

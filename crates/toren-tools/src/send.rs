@@ -8,11 +8,12 @@
 //! model to give the person the file's path instead.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use toren_channel::Delivery;
 use toren_protocol::{MessageDelivered, ToolCall};
-use toren_sandbox::Workspace;
+use toren_sandbox::Files;
 
 use crate::ToolSettings;
 use crate::error::{Result, ToolError};
@@ -40,7 +41,7 @@ struct SendArgs {
 
 pub(crate) async fn run(
     settings: &ToolSettings,
-    workspace: &Workspace,
+    files: &Arc<dyn Files>,
     call: &ToolCall,
     channel: Option<&RunChannel>,
 ) -> Result<Executed> {
@@ -64,7 +65,7 @@ pub(crate) async fn run(
     let Some(channel) = channel else {
         return Ok(ToolOutcome::error(format!("{NO_CHANNEL} (`{}`)", args.path)).into());
     };
-    let bytes = match read(workspace, &args.path, settings.file_size_limit).await? {
+    let bytes = match read(files, &args.path, settings.file_size_limit).await? {
         Ok(bytes) => bytes,
         Err(refusal) => return Ok(refusal.into()),
     };
@@ -122,13 +123,13 @@ pub(crate) async fn run(
 
 /// The file's bytes, or the tool error saying why it cannot be sent; `Err` for host faults.
 async fn read(
-    workspace: &Workspace,
+    files: &Arc<dyn Files>,
     path: &str,
     limit: u64,
 ) -> Result<std::result::Result<Vec<u8>, ToolOutcome>> {
-    let workspace = workspace.clone();
+    let files = Arc::clone(files);
     let path = path.to_owned();
-    let joined = tokio::task::spawn_blocking(move || match workspace.read(&path, limit) {
+    let joined = tokio::task::spawn_blocking(move || match files.read(&path, limit) {
         Ok(bytes) => Ok(Ok(bytes)),
         Err(err) => model_error(err, |err| match err {
             toren_sandbox::Error::TooLarge { .. } => Some(

@@ -115,11 +115,11 @@ impl Toolkit {
         let args = &call.arguments;
         let outcome = match call.name.as_str() {
             bash::NAME => bash::run(&self.settings, sandbox, args).await,
-            read::NAME => read::run(&self.settings, sandbox.workspace(), args).await,
-            write::WRITE => write::write_file(&self.settings, sandbox.workspace(), args).await,
-            write::EDIT => write::edit_file(&self.settings, sandbox.workspace(), args).await,
+            read::NAME => read::run(&self.settings, &sandbox.files(), args).await,
+            write::WRITE => write::write_file(&self.settings, &sandbox.files(), args).await,
+            write::EDIT => write::edit_file(&self.settings, &sandbox.files(), args).await,
             send::NAME => {
-                return send::run(&self.settings, sandbox.workspace(), call, channel).await;
+                return send::run(&self.settings, &sandbox.files(), call, channel).await;
             }
             other => Ok(ToolOutcome::error(format!(
                 "unknown tool `{other}`; the available tools are {}",

@@ -7,7 +7,9 @@
 //! finds the matches.
 
 use serde::Deserialize;
-use toren_sandbox::{EntryKind, Workspace};
+use std::sync::Arc;
+
+use toren_sandbox::{EntryKind, Files};
 
 use crate::ToolSettings;
 use crate::error::Result;
@@ -41,7 +43,7 @@ struct EditArgs {
 
 pub(crate) async fn write_file(
     settings: &ToolSettings,
-    workspace: &Workspace,
+    files: &Arc<dyn Files>,
     args: &serde_json::Value,
 ) -> Result<ToolOutcome> {
     let args: WriteArgs = match parse_args(WRITE, WRITE_USAGE, args) {
@@ -57,7 +59,7 @@ pub(crate) async fn write_file(
             settings.file_size_limit,
         ));
     }
-    blocking(WRITE, workspace, move |ws| {
+    blocking(WRITE, files, move |ws| {
         let existed = matches!(ws.metadata(&args.path), Ok(info) if info.kind == EntryKind::File);
         if let Err(err) = ws.write(&args.path, args.content.as_bytes()) {
             return model_error(err, |_| None);
@@ -74,7 +76,7 @@ pub(crate) async fn write_file(
 
 pub(crate) async fn edit_file(
     settings: &ToolSettings,
-    workspace: &Workspace,
+    files: &Arc<dyn Files>,
     args: &serde_json::Value,
 ) -> Result<ToolOutcome> {
     let args: EditArgs = match parse_args(EDIT, EDIT_USAGE, args) {
@@ -93,10 +95,10 @@ pub(crate) async fn edit_file(
         ));
     }
     let limit = settings.file_size_limit;
-    blocking(EDIT, workspace, move |ws| edit(ws, limit, &args)).await
+    blocking(EDIT, files, move |ws| edit(ws, limit, &args)).await
 }
 
-fn edit(ws: &Workspace, limit: u64, args: &EditArgs) -> Result<ToolOutcome, toren_sandbox::Error> {
+fn edit(ws: &dyn Files, limit: u64, args: &EditArgs) -> Result<ToolOutcome, toren_sandbox::Error> {
     let path = args.path.as_str();
     let bytes = match ws.read(path, limit) {
         Ok(bytes) => bytes,

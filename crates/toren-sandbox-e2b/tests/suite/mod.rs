@@ -1,2 +1,3 @@
 mod backend;
+mod files;
 mod support;
