@@ -12,6 +12,7 @@
 pub mod e2b;
 mod fake_llm;
 pub mod postgres;
+pub mod telegram;
 
 pub use fake_llm::{
     FAKE_USAGE, FakeAnthropic, FakeOpenAi, ReceivedRequest, Reply, anthropic_sse,
