@@ -23,6 +23,7 @@
 //!
 //! [`EventLog::moves`]: toren_store::EventLog::moves
 
+mod chats;
 mod claim;
 mod error;
 mod listen;

@@ -13,6 +13,7 @@
 
 mod approvals;
 mod cancel;
+mod chats;
 mod claims;
 mod concurrency;
 mod counts;
@@ -41,6 +42,10 @@ pub use approvals::{
 };
 pub use cancel::{
     a_held_run_is_cancelled_without_its_lease, ended_and_unknown_runs_are_not_cancelled,
+};
+pub use chats::{
+    chat_bindings_replace, chat_buttons_resolve_to_the_first_target,
+    chat_offsets_only_move_forward, chat_reasons_are_set_and_cleared,
 };
 pub use claims::{
     claims_follow_volumes_backends_and_channels, claims_keep_the_per_agent_limit_and_skip,
@@ -117,6 +122,15 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
 /// `registry`, which must read `clock`.
 pub async fn run_all_workers(registry: &dyn crate::WorkerRegistry, clock: &TestClock) {
     workers_register_heartbeat_and_expire(registry, clock).await;
+}
+
+/// Runs every [`ChatStore`](crate::ChatStore) check against `store`; they use fresh names,
+/// so other checks may share the store.
+pub async fn run_all_chats(store: &dyn crate::ChatStore) {
+    chats::chat_offsets_only_move_forward(store).await;
+    chats::chat_bindings_replace(store).await;
+    chats::chat_buttons_resolve_to_the_first_target(store).await;
+    chats::chat_reasons_are_set_and_cleared(store).await;
 }
 
 /// Runs every [`SessionStore`](crate::SessionStore) check against `store`, one after

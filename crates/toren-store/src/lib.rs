@@ -14,6 +14,7 @@
 //!
 //! [`EventKind::status_after`]: toren_protocol::EventKind::status_after
 
+mod chats;
 mod clock;
 mod error;
 mod lease;
@@ -25,6 +26,7 @@ mod workers;
 
 pub mod conformance;
 
+pub use chats::{ChatButton, ChatStore};
 pub use clock::{Clock, SystemClock, TestClock};
 pub use error::{Error, Result};
 pub use lease::{Lease, LeaseInfo};

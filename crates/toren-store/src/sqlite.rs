@@ -34,6 +34,7 @@
 //! answers the queries over many runs.
 
 mod batch;
+mod chats;
 mod claim;
 mod decode;
 mod log;

@@ -89,6 +89,12 @@ async fn worker_registry() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chat_store() {
+    let (_dir, store, _clock) = temp_store_with_clock().await;
+    conformance::run_all_chats(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_appenders_get_one_winner_per_seq() {
     let (_dir, store, _clock) = temp_store_with_clock().await;
     conformance::concurrent_appenders_get_one_winner_per_seq(&(Arc::new(store) as _)).await;
