@@ -330,8 +330,19 @@ async fn start(
             }
         }
         let status = child.wait().await;
-        if let Some(s) = lock(&state).sandboxes.get_mut(&id) {
-            s.pids.retain(|p| *p != pid);
+        let alive = match lock(&state).sandboxes.get_mut(&id) {
+            Some(s) => {
+                s.pids.retain(|p| *p != pid);
+                true
+            }
+            None => false,
+        };
+        if !alive {
+            // The VM is gone: its streams break, with no end event.
+            let _ = tx
+                .send(Err(io::Error::other("the sandbox was killed")))
+                .await;
+            return;
         }
         if killed_at_deadline {
             let _ = tx

@@ -7,6 +7,7 @@ mod common;
 mod config_errors;
 mod context;
 mod docker;
+mod e2b;
 mod fleet_netns;
 mod follow;
 mod leases;

@@ -1,0 +1,216 @@
+//! The e2b backend through the real `toren` binary, against the local E2B server of
+//! `toren-test-support` (E2B_API_URL / E2B_SANDBOX_URL point at it): scripted work with
+//! bash and the file tools completes in the VM and its sandbox is killed at the end; no
+//! runtime credential ever reaches envd; a `toren` SIGKILLed mid-command is resumed by
+//! another process, which reconnects to the same sandbox id (in the log and on the
+//! server) and finds its files; a sandbox killed behind Toren's back leads to a new one,
+//! a completed run and a stated loss.
+
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use toren_test_support::e2b::FakeE2b;
+
+use super::common::{Toren, text};
+use super::scripted::{WORK_AGENT, WORK_SCRIPT};
+
+const KEY: &str = "e2b_00112233445566778899aabbccddeeff";
+
+fn e2b_home(fake: &FakeE2b) -> Toren {
+    Toren::new()
+        .env("TOREN_SANDBOX", "auto")
+        .env("E2B_API_KEY", KEY)
+        .env("E2B_API_URL", &fake.api_url())
+        .env("E2B_SANDBOX_URL", &fake.sandbox_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-never-sent")
+}
+
+fn provisioned(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "sandbox_provisioned")
+        .map(|e| {
+            assert_eq!(e["backend"], "e2b");
+            e["instance"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+fn kill9(child: &mut std::process::Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn scripted_work_completes_in_an_e2b_sandbox_and_no_credential_reaches_it() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake);
+    toren.file("work.yaml", WORK_SCRIPT);
+    toren.agent("worker", WORK_AGENT);
+    let out = toren.run(&["run", "worker", "--input", "do the work"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "All done.\n");
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    assert_eq!(events[0]["policy"]["backend"], "e2b", "auto picked e2b");
+    let ids = provisioned(&events);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let last_bash = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed" && e["call_id"] == "call_5")
+        .unwrap();
+    assert_eq!(last_bash["exit_code"], 3);
+    assert_eq!(
+        last_bash["output"],
+        "one\nTWO\nthree\nbuilt\n[exit code: 3]"
+    );
+    assert_eq!(
+        fake.sandboxes(),
+        Vec::<String>::new(),
+        "killed at the run's end"
+    );
+    assert_eq!(fake.calls("kill"), 1);
+    for request in fake.requests() {
+        let text = request.text();
+        assert!(
+            !text.contains("sk-ant-never-sent"),
+            "a model key reached E2B: {text}"
+        );
+        if request.plane == "envd" {
+            assert!(!text.contains(KEY), "the E2B key reached a sandbox: {text}");
+        }
+    }
+}
+
+const LONG_COMMAND: &str = r#"
+turns:
+  - tool_calls:
+      - write_file: {path: kept.txt, content: "made before the crash\n"}
+  - tool_calls:
+      - bash: {command: "echo start >> starts.txt; sleep 5; cat kept.txt starts.txt"}
+  - text: "went on"
+"#;
+
+/// Waits until the sandbox's `starts.txt` has `lines` lines.
+fn wait_for_starts(fake: &FakeE2b, lines: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for id in fake.sandboxes() {
+            let disk = fake.disk(&id).unwrap();
+            let starts = std::fs::read_to_string(disk.workspace().join("starts.txt"));
+            if starts.unwrap_or_default().lines().count() >= lines {
+                return id;
+            }
+        }
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_killed_toren_is_resumed_in_the_same_sandbox() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake);
+    toren.file("s.yaml", LONG_COMMAND);
+    toren.agent(
+        "k",
+        "name: k\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let mut child = toren.spawn(&["run", "k", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "running");
+    let id = wait_for_starts(&fake, 1);
+    kill9(&mut child);
+    assert_eq!(
+        fake.sandboxes(),
+        vec![id.clone()],
+        "the sandbox outlives its worker"
+    );
+
+    let out = toren.run(&["resume", &run]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "went on\n");
+    let events = toren.events(&run);
+    assert_eq!(
+        provisioned(&events),
+        vec![id],
+        "one sandbox, reconnected"
+    );
+    let done = events
+        .iter()
+        .rfind(|e| e["type"] == "tool_completed")
+        .unwrap();
+    // Same disk: the file written before the crash, and the first attempt's line.
+    assert!(
+        done["output"]
+            .as_str()
+            .unwrap()
+            .ends_with("made before the crash\nstart\nstart\n[exit code: 0]"),
+        "{done}"
+    );
+    assert_eq!(fake.calls("create"), 1);
+    assert!(fake.calls("connect") >= 1);
+    assert_eq!(fake.sandboxes(), Vec::<String>::new());
+}
+
+const TWO_COMMANDS: &str = r#"
+turns:
+  - tool_calls:
+      - bash: {command: "echo first > first.txt; sleep 3"}
+  - tool_calls:
+      - bash: {command: "ls"}
+  - text: "finished"
+"#;
+
+#[test]
+fn a_sandbox_killed_behind_torens_back_is_replaced_and_the_loss_stated() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake);
+    toren.file("s.yaml", TWO_COMMANDS);
+    toren.agent(
+        "t",
+        "name: t\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let mut child = toren.spawn(&["run", "t", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let old = loop {
+        let ids = fake.sandboxes();
+        if let Some(id) = ids.first()
+            && fake
+                .disk(id)
+                .unwrap()
+                .workspace()
+                .join("first.txt")
+                .exists()
+        {
+            break id.clone();
+        }
+        assert!(Instant::now() < deadline, "the first command never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(fake.kill(&old));
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let events = toren.events(&run);
+    assert_eq!(events.last().unwrap()["type"], "run_completed");
+    let ids = provisioned(&events);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], old);
+    assert_ne!(ids[1], old);
+    let outputs: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_completed")
+        .map(|e| e["output"].as_str().unwrap())
+        .collect();
+    assert!(
+        outputs[0].contains("went away while this command ran"),
+        "{outputs:?}"
+    );
+    assert!(
+        outputs[1].contains(&format!("the E2B sandbox `{old}` is gone")),
+        "{outputs:?}"
+    );
+}
