@@ -1,3 +1,4 @@
+mod blackhole;
 mod common;
 mod conformance;
 mod moves;
