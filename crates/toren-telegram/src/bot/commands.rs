@@ -1,0 +1,181 @@
+//! The bot's commands: `/start` (what this is, which agent, where the workspace is),
+//! `/new` (a fresh session; the old one is kept), `/agent NAME`, `/files` (the workspace
+//! tree), `/cancel` (the running turn), `/status`, `/help`.
+
+use tokio::task::JoinSet;
+use toren_display::visible;
+use toren_runtime::{Actor, ApprovalState};
+
+use super::{Bot, files};
+use crate::channel::TELEGRAM;
+use crate::render::escape_html;
+use crate::types::User;
+
+const HELP: &str = "Send a message and the agent works on it in its workspace; files you send are saved under uploads/.\n\
+/new — a fresh session (the old one is kept)\n\
+/agent NAME — a new session with another agent\n\
+/files — the workspace's files\n\
+/cancel — stop the running turn\n\
+/status — where the session stands";
+
+impl Bot {
+    pub(super) async fn command(
+        &self,
+        chat: i64,
+        user: &User,
+        text: &str,
+        _tasks: &mut JoinSet<()>,
+    ) {
+        let mut words = text.split_whitespace();
+        let command = words.next().unwrap_or_default();
+        // `/cmd@botname` in groups.
+        let command = command.split('@').next().unwrap_or(command);
+        let argument = words.next();
+        let reply = match command {
+            "/start" | "/help" => self.start(chat).await,
+            "/new" => match self.session_of(chat).await {
+                Ok(old) => match self.new_session(chat, old.agent.clone()).await {
+                    Ok(session) => format!(
+                        "New session <code>{}</code> with agent <b>{}</b>; the old one (<code>{}</code>) is kept.",
+                        escape_html(&session.name),
+                        escape_html(&visible(&session.agent.name)),
+                        escape_html(&old.name)
+                    ),
+                    Err(e) => format!("Cannot start a new session: {}", escape_html(&e)),
+                },
+                Err(e) => format!("Cannot open this chat's session: {}", escape_html(&e)),
+            },
+            "/agent" => self.agent(chat, argument).await,
+            "/files" => match self.session_of(chat).await {
+                Ok(session) => files::tree(&session).await,
+                Err(e) => format!("Cannot open this chat's session: {}", escape_html(&e)),
+            },
+            "/cancel" => self.cancel(chat, user).await,
+            "/status" => self.status(chat).await,
+            _ => format!(
+                "Unknown command {}.\n{HELP}",
+                escape_html(&visible(command))
+            ),
+        };
+        self.say(chat, &reply).await;
+    }
+
+    async fn start(&self, chat: i64) -> String {
+        match self.session_of(chat).await {
+            Ok(session) => {
+                let workspace = session
+                    .policy
+                    .as_ref()
+                    .and_then(|p| p.workspace.clone())
+                    .unwrap_or_else(|| "none (this agent has no sandbox)".to_owned());
+                format!(
+                    "This is Toren: you talk to a sandboxed agent that keeps its workspace across days. Commands it wants to run may ask for your approval here.\n\
+                     Agent: <b>{}</b> ({})\nSession: <code>{}</code>\nWorkspace: <code>{}</code>\n\n{}",
+                    escape_html(&visible(&session.agent.name)),
+                    escape_html(&visible(&session.agent.model)),
+                    escape_html(&session.name),
+                    escape_html(&visible(&workspace)),
+                    escape_html(HELP)
+                )
+            }
+            Err(e) => format!("Cannot open this chat's session: {}", escape_html(&e)),
+        }
+    }
+
+    async fn agent(&self, chat: i64, name: Option<&str>) -> String {
+        let Some(name) = name else {
+            let mut names = vec![self.settings.agent.clone()];
+            names.extend(self.settings.agents.iter().cloned());
+            names.dedup();
+            return format!(
+                "Usage: /agent NAME, one of: {}",
+                escape_html(&names.join(", "))
+            );
+        };
+        if name != self.settings.agent && !self.settings.agents.iter().any(|a| a == name) {
+            return format!(
+                "There is no agent {} here; TOREN_AGENTS lists those you may pick.",
+                escape_html(&visible(name))
+            );
+        }
+        let agent = match self.agents.find(name) {
+            Ok(agent) => agent,
+            Err(e) => {
+                return format!(
+                    "Cannot load agent {}: {}",
+                    escape_html(name),
+                    escape_html(&e)
+                );
+            }
+        };
+        match self.new_session(chat, agent).await {
+            Ok(session) => format!(
+                "New session <code>{}</code> with agent <b>{}</b>.",
+                escape_html(&session.name),
+                escape_html(&visible(&session.agent.name))
+            ),
+            Err(e) => format!("Cannot start a session: {}", escape_html(&e)),
+        }
+    }
+
+    async fn running(&self, chat: i64) -> Option<toren_store::SessionTurnRow> {
+        let session = self.session_of(chat).await.ok()?;
+        let view = self.service.session_view(&session.name).await.ok()?;
+        view.turns
+            .into_iter()
+            .rev()
+            .find(|t| !t.status.is_terminal())
+    }
+
+    async fn cancel(&self, chat: i64, user: &User) -> String {
+        let Some(turn) = self.running(chat).await else {
+            return "No turn is running.".to_owned();
+        };
+        let actor = Actor {
+            by: user.decider(),
+            via: TELEGRAM.to_owned(),
+        };
+        match self
+            .service
+            .cancel(
+                &turn.run_id,
+                Some("cancelled from Telegram (/cancel)".to_owned()),
+                &actor,
+            )
+            .await
+        {
+            Ok(_) => format!("Cancelling turn {}.", turn.turn),
+            Err(e) => format!("Cannot cancel: {}", escape_html(&e.to_string())),
+        }
+    }
+
+    async fn status(&self, chat: i64) -> String {
+        let session = match self.session_of(chat).await {
+            Ok(session) => session,
+            Err(e) => return format!("Cannot open this chat's session: {}", escape_html(&e)),
+        };
+        let view = match self.service.session_view(&session.name).await {
+            Ok(view) => view,
+            Err(e) => return escape_html(&e.to_string()),
+        };
+        let mut text = format!(
+            "Session <code>{}</code>, agent <b>{}</b>, {} turn(s).",
+            escape_html(&session.name),
+            escape_html(&visible(&session.agent.name)),
+            view.turns.len()
+        );
+        if let Some(last) = view.turns.last() {
+            text.push_str(&format!(
+                "\nLast turn {}: {} (run <code>{}</code>).",
+                last.turn, last.status, last.run_id
+            ));
+            if !last.status.is_terminal()
+                && let Ok(approvals) = self.service.approvals(&last.run_id).await
+                && approvals.iter().any(|a| a.state == ApprovalState::Pending)
+            {
+                text.push_str("\nIt waits for your approval.");
+            }
+        }
+        text
+    }
+}

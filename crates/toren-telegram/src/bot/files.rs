@@ -1,0 +1,175 @@
+//! Files between the person and the workspace: an incoming photo or document is saved
+//! under `uploads/` in the session's workspace (never overwriting: a number is added), and
+//! the turn says where; `/files` lists the workspace tree.
+
+use std::path::{Path, PathBuf};
+
+use toren_display::visible;
+use toren_store::Session;
+
+use super::Bot;
+use crate::render::escape_html;
+use crate::types::Message;
+
+/// The most entries `/files` lists.
+const TREE_LIMIT: usize = 200;
+
+fn workspace(session: &Session) -> Option<PathBuf> {
+    session
+        .policy
+        .as_ref()
+        .and_then(|p| p.workspace.as_ref())
+        .map(PathBuf::from)
+}
+
+/// A file name safe in the workspace: no path separators, no leading dot.
+fn safe_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.').to_owned();
+    if cleaned.is_empty() {
+        "file".to_owned()
+    } else {
+        cleaned
+    }
+}
+
+/// Saves the photo or document of `message` into the workspace; the note for the turn.
+pub(super) async fn save_upload(
+    bot: &Bot,
+    session: &Session,
+    message: &Message,
+) -> Result<String, String> {
+    let Some(root) = workspace(session) else {
+        return Err("this agent has no workspace to put files in".to_owned());
+    };
+    let (file_id, name) = if let Some(document) = &message.document {
+        (
+            document.file_id.clone(),
+            safe_name(document.file_name.as_deref().unwrap_or("document")),
+        )
+    } else if let Some(photo) = message.photo.as_ref().and_then(|sizes| {
+        sizes
+            .iter()
+            .max_by_key(|p| (p.file_size.unwrap_or(0), p.width))
+    }) {
+        (
+            photo.file_id.clone(),
+            format!("photo-{}.jpg", message.message_id),
+        )
+    } else {
+        return Err("no file in the message".to_owned());
+    };
+    let bytes = bot
+        .api
+        .download(&file_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    let uploads = root.join("uploads");
+    let path = tokio::task::spawn_blocking(move || write_new(&uploads, &name, &bytes))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let relative = path
+        .strip_prefix(&root)
+        .unwrap_or(&path)
+        .display()
+        .to_string();
+    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    Ok(format!(
+        "[The person sent a file; it is saved in the workspace at {relative} ({size} bytes).]"
+    ))
+}
+
+/// Writes `bytes` as `dir/name`, or `name-2`, `name-3`, … when taken; never follows a link.
+fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    std::fs::create_dir_all(dir)?;
+    let (stem, ext) = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem.to_owned(), format!(".{ext}")),
+        _ => (name.to_owned(), String::new()),
+    };
+    for n in 1..1000 {
+        let candidate = if n == 1 {
+            dir.join(name)
+        } else {
+            dir.join(format!("{stem}-{n}{ext}"))
+        };
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&candidate)
+        {
+            Ok(mut file) => {
+                file.write_all(bytes)?;
+                return Ok(candidate);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(
+        "too many files of that name in uploads/",
+    ))
+}
+
+/// The workspace tree, for `/files`.
+pub(super) async fn tree(session: &Session) -> String {
+    let Some(root) = workspace(session) else {
+        return "This agent has no workspace.".to_owned();
+    };
+    let listing = tokio::task::spawn_blocking(move || {
+        let mut lines = Vec::new();
+        walk(&root, 0, &mut lines);
+        lines
+    })
+    .await
+    .unwrap_or_default();
+    if listing.is_empty() {
+        return "The workspace is empty.".to_owned();
+    }
+    let more = listing.len() > TREE_LIMIT;
+    let mut text = String::from("<pre>");
+    for line in listing.iter().take(TREE_LIMIT) {
+        text.push_str(&escape_html(&visible(line)));
+        text.push('\n');
+    }
+    if more {
+        text.push_str("…\n");
+    }
+    text.push_str("</pre>");
+    text
+}
+
+fn walk(dir: &Path, depth: usize, lines: &mut Vec<String>) {
+    if depth > 6 || lines.len() > TREE_LIMIT {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for entry in entries {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let indent = "  ".repeat(depth);
+        if kind.is_dir() {
+            lines.push(format!("{indent}{name}/"));
+            walk(&entry.path(), depth + 1, lines);
+        } else {
+            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            lines.push(format!("{indent}{name} ({size} B)"));
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Text for Telegram, pure: the model's words made visible (`toren-display`: controls,
+//! escapes, bidirectional and invisible characters as markers), then rendered as Telegram
+//! HTML (`&`, `<`, `>` escaped; Markdown code fences as `<pre>`, inline code as `<code>`),
+//! and split into messages of at most [`MESSAGE_LIMIT`] characters at line boundaries, a
+//! code block cut by a split closed and reopened so each message stands alone. Tool calls
+//! are summarised in a line each (the command, then its exit code).
+
+use toren_display::{visible, visible_lines};
+
+/// Telegram's limit on a message's text, in characters (after entities are parsed).
+pub const MESSAGE_LIMIT: usize = 4096;
+/// Room kept in each part for a fence closed and reopened across a split.
+const FENCE_ROOM: usize = 8;
+/// How much of a command an approval shows before "show all".
+pub const COMMAND_PREVIEW: usize = 1500;
+
+/// `&`, `<` and `>` as HTML entities (all Telegram's HTML mode needs).
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Splits `text` into parts of at most `limit` characters, at line boundaries where a line
+/// fits (a longer line is cut at a character boundary). A part that ends inside a code
+/// fence gets a closing fence, and the next part reopens it.
+pub fn split(text: &str, limit: usize) -> Vec<String> {
+    let room = limit.saturating_sub(FENCE_ROOM).max(1);
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut len = 0;
+    let mut in_fence = false;
+    for line in text.split_inclusive('\n') {
+        let mut line = line;
+        loop {
+            let line_len = line.chars().count();
+            if len + line_len <= room {
+                current.push_str(line);
+                len += line_len;
+                break;
+            }
+            if len > 0 {
+                parts.push(close(&mut current, in_fence));
+                len = reopen(&mut current, in_fence);
+                continue;
+            }
+            // A line longer than a part: cut it.
+            let cut = line
+                .char_indices()
+                .nth(room.saturating_sub(len))
+                .map_or(line.len(), |(i, _)| i);
+            current.push_str(&line[..cut]);
+            parts.push(close(&mut current, in_fence));
+            len = reopen(&mut current, in_fence);
+            line = &line[cut..];
+            if line.is_empty() {
+                break;
+            }
+        }
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        }
+    }
+    if !current.trim().is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
+fn close(current: &mut String, in_fence: bool) -> String {
+    let mut part = std::mem::take(current);
+    if in_fence {
+        if !part.ends_with('\n') {
+            part.push('\n');
+        }
+        part.push_str("```");
+    }
+    part
+}
+
+fn reopen(current: &mut String, in_fence: bool) -> usize {
+    if in_fence {
+        current.push_str("```\n");
+        4
+    } else {
+        0
+    }
+}
+
+/// The model's text (one part of it) as Telegram HTML: made visible, escaped, code fences
+/// as `<pre>` blocks and `inline code` as `<code>`.
+pub fn markdown_html(text: &str) -> String {
+    let text = visible_lines(text);
+    let mut out = String::new();
+    let mut in_fence = false;
+    let mut block = String::new();
+    for line in text.split_inclusive('\n') {
+        if line.trim_start().starts_with("```") {
+            if in_fence {
+                out.push_str("<pre>");
+                out.push_str(&escape_html(block.trim_end_matches('\n')));
+                out.push_str("</pre>\n");
+                block.clear();
+            }
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            block.push_str(line);
+        } else {
+            out.push_str(&inline_code(line));
+        }
+    }
+    if in_fence {
+        out.push_str("<pre>");
+        out.push_str(&escape_html(block.trim_end_matches('\n')));
+        out.push_str("</pre>");
+    }
+    out.trim_end().to_owned()
+}
+
+/// A line with `code` spans as `<code>`, everything escaped; an unpaired backtick stays.
+fn inline_code(line: &str) -> String {
+    let pieces: Vec<&str> = line.split('`').collect();
+    if pieces.len() < 3 {
+        return escape_html(line);
+    }
+    let mut out = String::new();
+    let paired = if pieces.len() % 2 == 1 {
+        pieces.len()
+    } else {
+        pieces.len() - 1
+    };
+    for (i, piece) in pieces.iter().enumerate() {
+        if i >= paired {
+            out.push('`');
+            out.push_str(&escape_html(piece));
+        } else if i % 2 == 1 {
+            out.push_str("<code>");
+            out.push_str(&escape_html(piece));
+            out.push_str("</code>");
+        } else {
+            out.push_str(&escape_html(piece));
+        }
+    }
+    out
+}
+
+/// The model's whole reply as HTML messages, each within Telegram's limit.
+pub fn reply_html(text: &str) -> Vec<String> {
+    split(text, MESSAGE_LIMIT)
+        .iter()
+        .map(|part| markdown_html(part))
+        .filter(|part| !part.is_empty())
+        .collect()
+}
+
+/// One line summarising a tool call as it starts, in the transcript's Markdown:
+/// ``▸ bash: `ls -la` `` (backticks in the command shown as `ˋ` so the span holds).
+pub fn tool_started(tool: &str, detail: &str) -> String {
+    let detail = first_line(detail, 200).replace('`', "ˋ");
+    let tool = visible(tool).replace('`', "ˋ");
+    if detail.is_empty() {
+        format!("▸ {tool}")
+    } else {
+        format!("▸ {tool}: `{detail}`")
+    }
+}
+
+/// What a finished tool call adds to its line: ` → exit 0`, ` → error`, ` → ok`.
+pub fn tool_finished(exit_code: Option<i32>, is_error: bool) -> String {
+    match (exit_code, is_error) {
+        (Some(code), _) => format!(" → exit {code}"),
+        (None, true) => " → error".to_owned(),
+        (None, false) => " → ok".to_owned(),
+    }
+}
+
+/// The first line of `text`, at most `max` characters (with `…` when cut).
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let more = text.lines().nth(1).is_some();
+    let mut out: String = line.chars().take(max).collect();
+    if more || line.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// The approval message for `command`: the exact command in a code block, cut at
+/// [`COMMAND_PREVIEW`] characters (then `truncated` is true and a "show all" button sends
+/// the rest).
+pub fn approval_html(command: &str, attempt: u32) -> (String, bool) {
+    let shown = visible_lines(command);
+    let count = shown.chars().count();
+    let (preview, truncated) = if count > COMMAND_PREVIEW {
+        (
+            shown.chars().take(COMMAND_PREVIEW).collect::<String>(),
+            true,
+        )
+    } else {
+        (shown.into_owned(), false)
+    };
+    let mut text = if attempt > 1 {
+        format!(
+            "⚠️ The agent wants to run this again (attempt {attempt}; it was interrupted and may have had effects):\n"
+        )
+    } else {
+        "🔐 The agent wants to run:\n".to_owned()
+    };
+    text.push_str("<pre>");
+    text.push_str(&escape_html(&preview));
+    if truncated {
+        text.push_str(&format!(
+            "\n… ({} more characters)",
+            count - COMMAND_PREVIEW
+        ));
+    }
+    text.push_str("</pre>");
+    (text, truncated)
+}
+
+/// The approval message once decided: the command, then who decided what.
+pub fn decided_html(
+    command: &str,
+    approved: bool,
+    by: &str,
+    via: &str,
+    reason: Option<&str>,
+) -> String {
+    let (mut text, _) = approval_html(command, 1);
+    text.push('\n');
+    text.push_str(if approved {
+        "✅ Approved"
+    } else {
+        "❌ Denied"
+    });
+    text.push_str(&format!(
+        " by {} via {}",
+        escape_html(&visible(by)),
+        escape_html(&visible(via))
+    ));
+    if let Some(reason) = reason {
+        text.push_str(&format!(": {}", escape_html(&visible(reason))));
+    }
+    text
+}
