@@ -366,7 +366,7 @@ pub(crate) fn kill(state: &Shared, id: &str) -> bool {
             let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGCONT);
         }
     }
-    state.gone.push(id.to_owned());
+    state.gone.insert(id.to_owned(), s.disk);
     true
 }
 

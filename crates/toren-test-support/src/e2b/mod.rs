@@ -110,8 +110,9 @@ pub(crate) struct State {
     pub(crate) api_key: String,
     pub(crate) templates: Vec<String>,
     pub(crate) sandboxes: HashMap<String, Sandbox>,
-    /// Ids of sandboxes that were killed (by DELETE, expiry or a test).
-    pub(crate) gone: Vec<String>,
+    /// The disks of sandboxes that were killed (by DELETE, expiry or a test), kept for
+    /// tests to look at.
+    pub(crate) gone: HashMap<String, Arc<Disk>>,
     pub(crate) requests: Vec<Recorded>,
     pub(crate) faults: Faults,
     pub(crate) next: u64,
@@ -253,12 +254,18 @@ impl FakeE2b {
             .map(|s| s.end_at.saturating_duration_since(Instant::now()))
     }
 
-    /// The disk of sandbox `id` (its files, from the host).
+    /// The disk of sandbox `id` (its files, from the host), also after it was killed.
     pub fn disk(&self, id: &str) -> Option<Arc<Disk>> {
-        lock(&self.state)
-            .sandboxes
-            .get(id)
-            .map(|s| Arc::clone(&s.disk))
+        let state = lock(&self.state);
+        match state.sandboxes.get(id) {
+            Some(s) => Some(Arc::clone(&s.disk)),
+            None => state.gone.get(id).map(Arc::clone),
+        }
+    }
+
+    /// Whether sandbox `id` was killed.
+    pub fn is_gone(&self, id: &str) -> bool {
+        lock(&self.state).gone.contains_key(id)
     }
 
     /// Kills sandbox `id` behind its user's back, as an expiry would.

@@ -125,8 +125,58 @@ fn killed_at_random_points_runs_still_complete_correctly_under_docker() {
     chaos("docker", 20);
 }
 
+/// On e2b (the local E2B server): the workspace is the sandbox's disk, and every process
+/// that resumes a killed run reconnects to the run's one sandbox.
+#[test]
+fn killed_at_random_points_runs_still_complete_correctly_under_e2b() {
+    const KEY: &str = "e2b_c4a05c4a05";
+    let fake = toren_test_support::e2b::FakeE2b::start(KEY).unwrap();
+    let toren = Toren::new()
+        .env("TOREN_SANDBOX", "e2b")
+        .env("E2B_API_KEY", KEY)
+        .env("E2B_API_URL", &fake.api_url())
+        .env("E2B_SANDBOX_URL", &fake.sandbox_url());
+    let runs = chaos_in(&toren, "e2b", 20, &|_, run, events| {
+        let ids: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::SandboxProvisioned(p) => Some(p.instance.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ids.len(),
+            1,
+            "run {run}: one sandbox, reconnected after every kill"
+        );
+        assert!(
+            fake.is_gone(ids[0]),
+            "run {run}: its sandbox is killed at its end"
+        );
+        fake.disk(ids[0]).unwrap().workspace()
+    });
+    assert!(runs > 0);
+    assert_eq!(
+        fake.sandboxes(),
+        Vec::<String>::new(),
+        "no sandbox left behind"
+    );
+}
+
 /// Deals `TOREN_CHAOS_KILLS` (default `default_kills`) kills to whole runs on `backend`.
 fn chaos(backend: &str, default_kills: u32) {
+    let toren = Toren::new().env("TOREN_SANDBOX", backend);
+    chaos_in(&toren, backend, default_kills, &|toren, run, _| {
+        toren.workspace(run)
+    });
+}
+
+/// Where a finished run's workspace files are, from its home, id and log.
+type WorkspaceOf<'a> = &'a dyn Fn(&Toren, &str, &[Event]) -> std::path::PathBuf;
+
+/// [`chaos`] in `toren`'s home, finding workspaces with `workspace`; returns how many runs
+/// it made.
+fn chaos_in(toren: &Toren, backend: &str, default_kills: u32, workspace: WorkspaceOf<'_>) -> u32 {
     let kills_wanted: u32 = std::env::var("TOREN_CHAOS_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -146,7 +196,6 @@ fn chaos(backend: &str, default_kills: u32) {
     );
     let mut rng = Rng(seed);
 
-    let toren = Toren::new().env("TOREN_SANDBOX", backend);
     toren.file("chaos-script.yaml", &script());
     toren.agent(
         "chaos",
@@ -158,8 +207,8 @@ fn chaos(backend: &str, default_kills: u32) {
     // Whole runs, each killed as often as the budget allows and then checked, until the
     // budget of kills is spent.
     while tally.kills < kills_wanted {
-        let run = chaos_run(&toren, &mut rng, &mut tally, kills_wanted);
-        check(&toren, &run);
+        let run = chaos_run(toren, &mut rng, &mut tally, kills_wanted);
+        check(toren, &run, workspace);
         runs += 1;
     }
     let mut summary = format!(
@@ -170,6 +219,7 @@ fn chaos(backend: &str, default_kills: u32) {
         let _ = write!(summary, "\n  {n:>4}  {point}");
     }
     println!("{summary}");
+    runs
 }
 
 #[derive(Default)]
@@ -247,7 +297,7 @@ fn chaos_run(toren: &Toren, rng: &mut Rng, tally: &mut Tally, kills_wanted: u32)
 }
 
 /// Every guarantee, checked against the finished run.
-fn check(toren: &Toren, run: &str) {
+fn check(toren: &Toren, run: &str, workspace: WorkspaceOf<'_>) {
     let events = log(toren, run);
     let state = RunState::from_events(&events).expect("the log folds");
     assert_eq!(state.status, RunStatus::Completed);
@@ -278,7 +328,7 @@ fn check(toren: &Toren, run: &str) {
             _ => {}
         }
     }
-    let ws = toren.workspace(run);
+    let ws = workspace(toren, run, &events);
     let steps_log = read(&ws.join("steps.log"));
     for i in (1..=STEPS).filter(|i| i % 3 == 1) {
         let call = format!("call_{}", i + 1);
