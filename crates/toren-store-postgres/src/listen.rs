@@ -1,7 +1,7 @@
 //! The `LISTEN` task: one connection of its own (a pool of one, so sqlx reconnects it and
 //! listens again after a loss) waiting for the notices every write queues with
 //! `pg_notify` (`store.rs`), turned into a [`broadcast`] of the runs they name. When the
-//! server goes away the task retries with backoff (100 ms doubling to 5 s) until it is
+//! server goes away the task retries with backoff (100 ms doubling to 2 s) until it is
 //! back; notices sent meanwhile are lost, which is why pools keep a slow poll beside it.
 
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::store::CHANNEL;
 /// How many notices a slow receiver may fall behind before it sees `Lagged`.
 const CAPACITY: usize = 1024;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// The broadcast and the task feeding it; dropping it stops the task.
 pub(crate) struct Moves {
