@@ -279,6 +279,11 @@ pub const ENV_VARS: &[EnvVar] = &[
     HOME,
     USER,
     LOGNAME,
+    crate::telegram::TELEGRAM_BOT_TOKEN,
+    crate::telegram::TELEGRAM_API_URL,
+    crate::telegram::TOREN_TELEGRAM_USERS,
+    crate::telegram::TOREN_TELEGRAM_GROUPS,
+    crate::telegram::TOREN_TELEGRAM_AGENT,
 ];
 
 /// The registered variable called `name`.

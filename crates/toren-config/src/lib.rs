@@ -16,6 +16,7 @@ mod limits;
 mod lookup;
 mod raw;
 mod settings;
+mod telegram;
 mod yaml_errors;
 
 pub use agent_file::{MAX_NAME_LEN, PROVIDERS, load_agent, parse_agent};
@@ -29,3 +30,4 @@ pub use settings::{
     APPROVAL_POLL_RANGE, DATABASE_POOL_SIZE_RANGE, LEASE_TTL_RANGE, MAX_TOKENS_RANGE, QueueChoice,
     SandboxChoice, Secret, Settings,
 };
+pub use telegram::TelegramSettings;

@@ -395,7 +395,8 @@ fn the_registry_documents_every_variable_once() {
             "TOREN_API_TOKEN",
             "E2B_API_KEY",
             "ANTHROPIC_API_KEY",
-            "OPENAI_API_KEY"
+            "OPENAI_API_KEY",
+            "TELEGRAM_BOT_TOKEN"
         ]
     );
     assert_snapshot!(env_vars::markdown_table());
