@@ -86,11 +86,20 @@ impl E2bBackend {
         for (name, value) in &env {
             check_env(name, value)?;
         }
-        let workspace = toren_sandbox::pinned_workspace(&self.settings.sandbox_root, run, policy)?;
         let key = policy
             .sandbox_key
             .clone()
             .unwrap_or_else(|| run.as_str().to_owned());
+        // The VM's disk is the workspace; the host directory pinned with the run is only a
+        // stand-in (e.g. for `Sandbox::workspace`). A worker on another machine, where it
+        // does not exist, makes its own empty one rather than refusing the run.
+        let workspace =
+            match toren_sandbox::pinned_workspace(&self.settings.sandbox_root, run, policy) {
+                Err(toren_sandbox::Error::WorkspaceMissing { .. }) => {
+                    toren_sandbox::Workspace::create(&self.settings.sandbox_root, &key)?
+                }
+                other => other?,
+            };
         let setup = Setup {
             client: self.client.clone(),
             workspace,

@@ -352,3 +352,19 @@ async fn rate_limits_are_retried_and_other_errors_name_the_fix() {
     let err = down.check().await.unwrap_err();
     assert!(err.to_string().contains("cannot reach E2B"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_without_the_pinned_host_directory_still_drives_the_run() {
+    let fx = Fixture::new();
+    let backend = fx.backend();
+    let run = run_id();
+    let elsewhere = fx.root.path().join("on-another-machine/workspace");
+    let policy = policy(serde_json::json!({"workspace": elsewhere.display().to_string()}));
+    let sandbox = backend.open(&run, &policy, vec![]).await.unwrap();
+    assert_eq!(
+        super::support::run(sandbox.as_ref(), "echo fine")
+            .await
+            .output,
+        "fine\n"
+    );
+}
