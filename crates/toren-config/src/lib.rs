@@ -30,4 +30,7 @@ pub use settings::{
     APPROVAL_POLL_RANGE, DATABASE_POOL_SIZE_RANGE, LEASE_TTL_RANGE, MAX_TOKENS_RANGE, QueueChoice,
     SandboxChoice, Secret, Settings,
 };
-pub use telegram::TelegramSettings;
+pub use telegram::{
+    TELEGRAM_API_URL, TELEGRAM_BOT_TOKEN, TOREN_TELEGRAM_AGENT, TOREN_TELEGRAM_GROUPS,
+    TOREN_TELEGRAM_USERS, TelegramSettings,
+};
