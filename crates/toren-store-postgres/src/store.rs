@@ -43,6 +43,9 @@ pub struct PostgresOptions {
     pub statement_timeout: Duration,
     /// The client-side limit on one call of the store, connection included.
     pub call_timeout: Duration,
+    /// How long the `LISTEN` connection may stay without a notice before the store checks
+    /// that the server still answers on it (a connection can die without a reset).
+    pub listen_check: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -53,6 +56,7 @@ impl Default for PostgresOptions {
             acquire_timeout: Duration::from_secs(3),
             statement_timeout: Duration::from_secs(5),
             call_timeout: Duration::from_secs(8),
+            listen_check: Duration::from_secs(30),
         }
     }
 }
@@ -109,10 +113,27 @@ impl PostgresStore {
             })?;
         // Closing politely is best effort: the server answered, which is what this was for.
         let _ = conn.close().await;
+        let check = options.acquire_timeout;
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size.max(1))
             .min_connections(0)
             .acquire_timeout(options.acquire_timeout)
+            .after_release(move |conn, _| {
+                // sqlx pings a released connection without a deadline; one left
+                // mid-exchange by a call that ran out of time, on a link that lost its
+                // bytes, would never answer and hold its pool slot for good. One that does
+                // not answer in time is closed instead.
+                Box::pin(async move {
+                    match tokio::time::timeout(check, conn.ping()).await {
+                        Ok(Ok(())) => Ok(true),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "a released connection did not answer a ping",
+                        ))),
+                    }
+                })
+            })
             .connect_lazy_with(connect.clone());
         MIGRATOR
             .run(&pool)
@@ -121,7 +142,7 @@ impl PostgresStore {
                 server: server.clone(),
                 source,
             })?;
-        let moves = Moves::start(connect, options.acquire_timeout);
+        let moves = Moves::start(connect, options.acquire_timeout, options.listen_check);
         tracing::debug!(server = %server, "opened the Postgres event store");
         Ok(Self {
             pool,

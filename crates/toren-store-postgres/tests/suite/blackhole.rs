@@ -1,7 +1,8 @@
 //! A server that stops answering without closing anything (a cut link: packets dropped,
 //! no reset), between the store and Postgres over TCP: every call fails within the store's
 //! deadlines, retryably, instead of hanging; once the link is back the same store works
-//! again, and nothing of the calls that failed was written.
+//! again, and nothing of the calls that failed was written. Also when the link lost the
+//! bytes for good: connections left dead are closed and made anew, the listener's too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,19 +15,33 @@ use toren_store::{EventLog, TestClock};
 use toren_store_postgres::{PostgresOptions, PostgresStore};
 use toren_test_support::postgres::Cluster;
 
-/// A TCP proxy whose link can be cut: while cut, bytes wait in it, as a dropped packet
-/// waits for its retransmission, and nothing is closed.
+use super::moves::listening;
+
+/// What a [`Link`] does with the bytes it is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Passes them on.
+    Open,
+    /// Holds them until it is open again, as a dropped packet waits for its
+    /// retransmission; nothing is closed.
+    Hold,
+    /// Loses them for good (a peer gone without a reset): the connections through it are
+    /// dead, but nothing tells their ends.
+    Lose,
+}
+
+/// A TCP proxy whose link can be cut.
 struct Link {
     addr: std::net::SocketAddr,
-    cut: watch::Sender<bool>,
+    mode: watch::Sender<Mode>,
 }
 
 impl Link {
     async fn to(target: std::net::SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (cut, _) = watch::channel(false);
-        let watch = cut.clone();
+        let (mode, _) = watch::channel(Mode::Open);
+        let watch = mode.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let server = TcpStream::connect(target).await.unwrap();
@@ -36,19 +51,19 @@ impl Link {
                 tokio::spawn(pump(sr, cw, watch.subscribe()));
             }
         });
-        Self { addr, cut }
+        Self { addr, mode }
     }
 
-    fn set_cut(&self, cut: bool) {
-        self.cut.send_replace(cut);
+    fn set(&self, mode: Mode) {
+        self.mode.send_replace(mode);
     }
 }
 
-/// Copies `from` to `to`, holding every chunk while the link is cut.
+/// Copies `from` to `to` as the link's mode says.
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut cut: watch::Receiver<bool>,
+    mut mode: watch::Receiver<Mode>,
 ) {
     let mut buf = vec![0; 64 * 1024];
     loop {
@@ -58,8 +73,11 @@ async fn pump(
         if n == 0 {
             return;
         }
-        if cut.wait_for(|cut| !cut).await.is_err() {
+        let Ok(now) = mode.wait_for(|m| *m != Mode::Hold).await.map(|m| *m) else {
             return;
+        };
+        if now == Mode::Lose {
+            continue;
         }
         if to.write_all(&buf[..n]).await.is_err() {
             return;
@@ -93,8 +111,8 @@ fn started(call: &str) -> EventKind {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_cut_link_makes_calls_fail_within_the_deadline_and_the_store_recovers() {
+/// A cluster on TCP, a link to it, and a store through the link with short deadlines.
+async fn through_a_link() -> (Cluster, Link, PostgresStore, PostgresOptions) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -112,23 +130,35 @@ async fn a_cut_link_makes_calls_fail_within_the_deadline_and_the_store_recovers(
         acquire_timeout: Duration::from_secs(1),
         statement_timeout: Duration::from_secs(1),
         call_timeout: Duration::from_secs(2),
+        listen_check: Duration::from_secs(1),
     };
     let url = cluster
         .tcp_url()
         .unwrap()
         .replace(&format!(":{port}/"), &format!(":{}/", link.addr.port()));
-    let clock = Arc::new(TestClock::new());
     let store = PostgresStore::open(&url, &options)
         .await
         .unwrap()
-        .with_clock(clock);
+        .with_clock(Arc::new(TestClock::new()));
+    (cluster, link, store, options)
+}
+
+/// Cuts `link` in `mode` under `store`: appends and renewals fail within the call deadline,
+/// retryably; once it is open again the same store works again (within `recover`), and
+/// nothing of the failed appends was written.
+async fn cut_and_recover(
+    link: &Link,
+    store: &PostgresStore,
+    options: &PostgresOptions,
+    mode: Mode,
+    recover: Duration,
+) {
     let run = RunId::new();
     let (_, lease) = store
         .create_run(&run, created(), "w", Duration::from_secs(60))
         .await
         .unwrap();
-
-    link.set_cut(true);
+    link.set(mode);
     for attempt in 0..3 {
         let began = Instant::now();
         let err = store
@@ -138,27 +168,24 @@ async fn a_cut_link_makes_calls_fail_within_the_deadline_and_the_store_recovers(
         let took = began.elapsed();
         assert!(
             took < options.call_timeout + Duration::from_millis(500),
-            "attempt {attempt}: an append over a cut link took {took:?}"
+            "{mode:?} attempt {attempt}: an append over a cut link took {took:?}"
         );
-        assert!(err.is_retryable(), "attempt {attempt}: {err}");
+        assert!(err.is_retryable(), "{mode:?} attempt {attempt}: {err}");
         let began = Instant::now();
         let err = store
             .renew_lease(&lease, Duration::from_secs(60))
             .await
             .unwrap_err();
         assert!(began.elapsed() < options.call_timeout + Duration::from_millis(500));
-        assert!(err.is_retryable(), "{err}");
+        assert!(err.is_retryable(), "{mode:?}: {err}");
     }
-
-    link.set_cut(false);
-    // The same store: it may take a call or two for the pool to let go of connections
-    // left mid-exchange, but never longer than a few deadlines.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    link.set(Mode::Open);
+    let deadline = Instant::now() + recover;
     let events = loop {
         match store.read(&run, 0).await {
             Ok(events) => break events,
             Err(e) if e.is_retryable() && Instant::now() < deadline => {}
-            Err(e) => panic!("the store did not recover: {e}"),
+            Err(e) => panic!("{mode:?}: the store did not recover: {e}"),
         }
     };
     assert_eq!(
@@ -172,4 +199,20 @@ async fn a_cut_link_makes_calls_fail_within_the_deadline_and_the_store_recovers(
         .renew_lease(&lease, Duration::from_secs(60))
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_link_that_holds_its_bytes_makes_calls_fail_in_time_and_the_store_recovers() {
+    let (_cluster, link, store, options) = through_a_link().await;
+    cut_and_recover(&link, &store, &options, Mode::Hold, Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_link_that_loses_its_bytes_leaves_dead_connections_the_store_replaces() {
+    let (_cluster, link, store, options) = through_a_link().await;
+    let mut moves = store.moves().unwrap();
+    listening(&store, &mut moves).await;
+    cut_and_recover(&link, &store, &options, Mode::Lose, Duration::from_secs(30)).await;
+    // The LISTEN connection died too; the quiet check finds out and listens anew.
+    listening(&store, &mut moves).await;
 }
