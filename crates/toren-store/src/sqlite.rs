@@ -74,6 +74,8 @@ pub struct SqliteStore {
     writer: writer::Writer,
     path: PathBuf,
     clock: Arc<dyn Clock>,
+    /// The descriptor `open` locked the file with, kept open (see `open`).
+    _opener: Arc<std::fs::File>,
 }
 
 impl SqliteStore {
@@ -119,7 +121,12 @@ impl SqliteStore {
                 source,
             })?;
         let migrated = MIGRATOR.run(&pool).await;
-        drop(lock);
+        // Unlocked, not closed: closing any descriptor of the file would drop every POSIX
+        // lock this process holds on it, SQLite's included, and another process closing
+        // its last connection would then take this one for gone and delete the WAL under
+        // it (its later commits lost to every other reader). The descriptor stays open as
+        // long as the store.
+        let opener = unlock(lock);
         migrated.map_err(|source| Error::Migrate {
             path: path.clone(),
             source,
@@ -138,6 +145,7 @@ impl SqliteStore {
             writer,
             path,
             clock: Arc::new(SystemClock),
+            _opener: Arc::new(opener),
         })
     }
 
@@ -249,6 +257,15 @@ fn keep_private(file: &Path) {
              that; it holds everything the agents saw: `chmod 600` it"
         );
     }
+}
+
+/// Gives the `flock` of [`lock_file`] up, keeping the descriptor open.
+fn unlock(file: std::fs::File) -> std::fs::File {
+    if let Err(e) = file.unlock() {
+        // Closing it would unlock it too, at the cost that `open` explains.
+        tracing::warn!("cannot release the lock on the event log: {e}");
+    }
+    file
 }
 
 /// Holds an exclusive `flock` on the database file (created empty, mode 0600, if missing,

@@ -107,6 +107,48 @@ async fn reopening_the_file_keeps_everything() {
     );
 }
 
+/// Another program that closes its connection properly (a backup, `sqlite3`, a script)
+/// must not take a running store for gone: if it did, it would checkpoint and delete the
+/// WAL under the store, and the store's later commits would reach no other reader. It
+/// would, if the store had let go of SQLite's POSIX locks on the file (closing any
+/// descriptor of it does that).
+#[tokio::test]
+async fn another_program_closing_its_connection_leaves_the_store_s_wal_alone() {
+    let (dir, store) = temp_store().await;
+    let db = dir.path().join("state/toren.db");
+    let run_id = RunId::new();
+    let (_, lease) = store
+        .create_run(&run_id, created("first"), HOLDER, TTL)
+        .await
+        .unwrap();
+    let script = "import sqlite3, sys\n\
+                  c = sqlite3.connect(sys.argv[1])\n\
+                  c.execute('SELECT count(*) FROM events').fetchall()\n\
+                  c.close()";
+    let closed = std::process::Command::new("python3")
+        .args(["-c", script, db.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(closed.success());
+    store
+        .append(&lease, 1, vec![approval_requested("c1")])
+        .await
+        .unwrap();
+    let count = "import sqlite3, sys\n\
+                 c = sqlite3.connect(sys.argv[1])\n\
+                 print(c.execute('SELECT count(*) FROM events').fetchone()[0])";
+    let out = std::process::Command::new("python3")
+        .args(["-c", count, db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "2",
+        "another process sees the event appended after the other program closed"
+    );
+    store.close().await;
+}
+
 #[tokio::test]
 async fn open_creates_missing_directories_and_migrates_once() {
     let dir = tempfile::tempdir().unwrap();
