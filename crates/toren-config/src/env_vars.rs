@@ -228,7 +228,38 @@ pub const TOREN_QUEUE: EnvVar = EnvVar {
     name: "TOREN_QUEUE",
     default: Some("local"),
     description: "Where runs wait for a worker: `local` (the store's own queue, claimed by \
-                  `toren serve`'s workers).",
+                  `toren serve`'s and `toren worker`'s workers) or `postgres` (the same, on a \
+                  Postgres TOREN_DATABASE_URL, which it requires: claims with `FOR UPDATE \
+                  SKIP LOCKED`, workers woken by `LISTEN/NOTIFY`).",
+    secret: false,
+};
+
+pub const TOREN_WORKER_ID: EnvVar = EnvVar {
+    name: "TOREN_WORKER_ID",
+    default: Some("host name + a suffix kept in $TOREN_HOME/worker-id"),
+    description: "The identity of a `toren worker` (and of `toren serve`'s pool) in \
+                  `toren workers list`, kept across restarts; each process adds its own \
+                  part to its lease holder name, so a restarted worker is never taken for \
+                  the process it replaced.",
+    secret: false,
+};
+
+pub const TOREN_WORKSPACE_VOLUME: EnvVar = EnvVar {
+    name: "TOREN_WORKSPACE_VOLUME",
+    default: Some("this machine (host name + machine id)"),
+    description: "The workspace volume this process serves: new runs of the local and \
+                  docker backends are pinned to it, and workers claim only runs of the \
+                  volume they serve (runs without one, e.g. no sandbox, go to any worker). \
+                  Hosts sharing one filesystem for TOREN_SANDBOX_ROOT set the same name.",
+    secret: false,
+};
+
+pub const TOREN_AGENT_CONCURRENCY: EnvVar = EnvVar {
+    name: "TOREN_AGENT_CONCURRENCY",
+    default: Some("unlimited"),
+    description: "At most this many runs of one agent are driven at once across all \
+                  workers sharing the database (a whole number from 1 to 100000, or \
+                  `unlimited`); the others wait while other agents' runs go first.",
     secret: false,
 };
 
@@ -266,6 +297,9 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_API_TOKEN,
     TOREN_API_TOKENS_FILE,
     TOREN_QUEUE,
+    TOREN_WORKER_ID,
+    TOREN_WORKSPACE_VOLUME,
+    TOREN_AGENT_CONCURRENCY,
     DOCKER_HOST,
     E2B_API_KEY,
     E2B_DOMAIN,

@@ -73,6 +73,13 @@ pub struct Settings {
     pub api_tokens_file: Option<PathBuf>,
     /// `TOREN_QUEUE`: where runs wait for a worker.
     pub queue: QueueChoice,
+    /// `TOREN_WORKER_ID`; `None`: the binary makes one (host name + a kept suffix).
+    pub worker_id: Option<String>,
+    /// `TOREN_WORKSPACE_VOLUME`; `None`: the binary names this machine.
+    pub workspace_volume: Option<String>,
+    /// `TOREN_AGENT_CONCURRENCY`: at most this many live runs of one agent; `None`:
+    /// unlimited.
+    pub agent_concurrency: Option<u32>,
 }
 
 /// The bounds of `TOREN_LEASE_TTL`: under a second the heartbeat (every third of it) would
@@ -83,6 +90,9 @@ pub const LEASE_TTL_RANGE: (Duration, Duration) =
 /// The bounds of `TOREN_APPROVAL_POLL`.
 pub const APPROVAL_POLL_RANGE: (Duration, Duration) =
     (Duration::from_millis(10), Duration::from_secs(60));
+
+/// The bounds of `TOREN_AGENT_CONCURRENCY`.
+pub const AGENT_CONCURRENCY_RANGE: (u32, u32) = (1, 100_000);
 
 /// The bounds of `TOREN_MAX_TOKENS`.
 pub const MAX_TOKENS_RANGE: (u32, u32) = (1, 1_000_000);
@@ -127,6 +137,40 @@ impl Settings {
             (Some(dir), _) => PathBuf::from(dir),
             (None, Some(user_home)) => PathBuf::from(user_home).join("Downloads").join("toren"),
             (None, None) => home.join("downloads"),
+        };
+        let queue: QueueChoice = read(&env_vars::TOREN_QUEUE)
+            .unwrap_or_else(|| "local".to_owned())
+            .parse()?;
+        if queue == QueueChoice::Postgres && !is_postgres_url(&database_url) {
+            return Err(Error::InvalidSetting {
+                var: env_vars::TOREN_QUEUE.name,
+                value: queue.as_str().to_owned(),
+                expected: format!(
+                    "a Postgres store for it: set {} to a `postgres://` URL (it is `{}`), or \
+                     use TOREN_QUEUE=local",
+                    env_vars::TOREN_DATABASE_URL.name,
+                    url_scheme(&database_url)
+                ),
+            });
+        }
+        let agent_concurrency = match read(&env_vars::TOREN_AGENT_CONCURRENCY) {
+            None => None,
+            Some(text) if text.trim() == "unlimited" => None,
+            Some(text) => Some(
+                count(
+                    &env_vars::TOREN_AGENT_CONCURRENCY,
+                    Some(text),
+                    AGENT_CONCURRENCY_RANGE,
+                )
+                .map_err(|_| Error::InvalidSetting {
+                    var: env_vars::TOREN_AGENT_CONCURRENCY.name,
+                    value: read(&env_vars::TOREN_AGENT_CONCURRENCY).unwrap_or_default(),
+                    expected: format!(
+                        "a whole number from {} to {}, or `unlimited`",
+                        AGENT_CONCURRENCY_RANGE.0, AGENT_CONCURRENCY_RANGE.1
+                    ),
+                })?,
+            ),
         };
         let ollama_host = read(&env_vars::OLLAMA_HOST).map_or_else(
             || default(&env_vars::OLLAMA_HOST),
@@ -197,9 +241,11 @@ impl Settings {
             api_addr: socket_addr(&env_vars::TOREN_API_ADDR, read(&env_vars::TOREN_API_ADDR))?,
             api_token: read(&env_vars::TOREN_API_TOKEN).map(Secret::new),
             api_tokens_file: read(&env_vars::TOREN_API_TOKENS_FILE).map(PathBuf::from),
-            queue: read(&env_vars::TOREN_QUEUE)
-                .unwrap_or_else(|| "local".to_owned())
-                .parse()?,
+            queue,
+            worker_id: read(&env_vars::TOREN_WORKER_ID).map(|id| id.trim().to_owned()),
+            workspace_volume: read(&env_vars::TOREN_WORKSPACE_VOLUME)
+                .map(|volume| volume.trim().to_owned()),
+            agent_concurrency,
             home,
         })
     }
@@ -218,6 +264,19 @@ impl Settings {
             .filter(|value| !value.is_empty())
             .unwrap_or_else(|| default.to_owned())
     }
+}
+
+/// Whether `url` names a Postgres database.
+fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// The scheme of a database URL (never the rest, which may hold a password).
+fn url_scheme(url: &str) -> String {
+    url.split_once("://").map_or_else(
+        || "a URL without a scheme".to_owned(),
+        |(scheme, _)| format!("{scheme}://…"),
+    )
 }
 
 /// `value` (or the variable's default) as a duration within `range`.
@@ -349,17 +408,19 @@ pub enum QueueChoice {
     /// The store's own queue: runs wait in the event log and workers claim them with
     /// leases.
     Local,
+    /// The same queue on a Postgres store (which it requires): claims with `FOR UPDATE
+    /// SKIP LOCKED`, workers woken by `LISTEN/NOTIFY`.
+    Postgres,
 }
 
 impl QueueChoice {
     /// The accepted `TOREN_QUEUE` values.
-    pub const AVAILABLE: &[&str] = &["local"];
-    /// Values that name a queue this version does not have yet.
-    pub const PLANNED: &[&str] = &["postgres"];
+    pub const AVAILABLE: &[&str] = &["local", "postgres"];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Local => "local",
+            Self::Postgres => "postgres",
         }
     }
 }
@@ -370,13 +431,13 @@ impl FromStr for QueueChoice {
     fn from_str(value: &str) -> Result<Self> {
         match value.trim() {
             "local" => Ok(Self::Local),
+            "postgres" => Ok(Self::Postgres),
             other => Err(Error::InvalidSetting {
                 var: env_vars::TOREN_QUEUE.name,
                 value: other.to_owned(),
-                expected: format!(
-                    "`local` (the supported queue; {} is not available in this version)",
-                    Self::PLANNED.join(", ")
-                ),
+                expected: "`local` (the store's own queue) or `postgres` (with a Postgres \
+                           TOREN_DATABASE_URL)"
+                    .to_owned(),
             }),
         }
     }

@@ -19,6 +19,8 @@ pub enum Error {
     BadSessionName { name: String },
     #[error("this process has no session store")]
     NoSessions,
+    #[error("this process has no worker registry")]
+    NoWorkers,
     #[error("cannot create the run's workspace: {0}")]
     Workspace(#[source] toren_sandbox::Error),
     #[error("run {run} has no call {call} waiting for a decision")]
@@ -47,7 +49,7 @@ impl Error {
                     | toren_store::Error::TurnInProgress { .. }
                     | toren_store::Error::BadCursor { .. }
             ),
-            Self::Workspace(_) | Self::Worker(_) | Self::NoSessions => false,
+            Self::Workspace(_) | Self::Worker(_) | Self::NoSessions | Self::NoWorkers => false,
         }
     }
 }

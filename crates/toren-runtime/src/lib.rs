@@ -17,6 +17,7 @@ mod policy;
 mod queries;
 mod service;
 mod sessions;
+mod workers;
 
 pub use approvals::{Approval, ApprovalState, Decided, approvals_of};
 pub use error::{Error, Result};

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use toren_store::{ClaimLeases, ClaimQuery, RunPage, RunQuery, RunSummary};
+use toren_store::{ClaimLeases, ClaimQuery, ClaimRequest, Lease, RunPage, RunQuery, RunSummary};
 use toren_worker::holder;
 
 use crate::{Result, RunService};
@@ -58,6 +58,55 @@ impl RunService {
             runs.truncate(limit as usize);
         }
         Ok(runs)
+    }
+
+    /// Claims the oldest run `request` lets through and leases it to `request.holder`
+    /// ([`EventLog::claim`](toren_store::EventLog::claim), one atomic store operation).
+    /// Runs whose live lease is held by a process that is provably gone
+    /// ([`holder::is_gone`]: one of this machine that died) are freed first, so they are
+    /// claimable at once instead of after their lease's expiry.
+    pub async fn claim(&self, request: &ClaimRequest) -> Result<Option<(RunSummary, Lease)>> {
+        self.free_gone_holders().await?;
+        Ok(self.store().claim(request).await?)
+    }
+
+    /// Releases the live leases whose holders are provably gone, taking each over first
+    /// (a compare-and-swap: a holder that is not the dead one keeps its lease).
+    async fn free_gone_holders(&self) -> Result<()> {
+        let Some(suffix) = judged_suffix(&self.holder) else {
+            return Ok(());
+        };
+        let store = self.store();
+        let held = ClaimQuery {
+            limit: GONE_SCAN,
+            leases: ClaimLeases::LiveHeldBySuffix(suffix.to_owned()),
+        };
+        for run in store.claimable_runs(&held).await? {
+            let Some(dead) = run.lease.filter(|l| holder::is_gone(&l.holder)) else {
+                continue;
+            };
+            let taken = store
+                .take_over_lease(&run.id, &dead.holder, &self.holder, self.settings.lease_ttl)
+                .await;
+            match taken {
+                Ok(lease) => {
+                    tracing::info!(
+                        run_id = %run.id,
+                        holder = %dead.holder,
+                        "the run's lease holder is gone; the run is free to claim"
+                    );
+                    store.release_lease(&lease).await?;
+                }
+                // Someone else took it, or it ended: nothing to free.
+                Err(
+                    toren_store::Error::Leased { .. }
+                    | toren_store::Error::LeaseLost { .. }
+                    | toren_store::Error::RunEnded { .. },
+                ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// How often a follower checks the store when nothing in this process said a run

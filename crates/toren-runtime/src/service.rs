@@ -11,7 +11,7 @@ use toren_protocol::{
     RunCancelled, RunCreated, RunId,
 };
 use toren_sandbox::Workspace;
-use toren_store::{EventLog, Lease, RunQuery, RunSummary, SessionStore};
+use toren_store::{EventLog, Lease, RunQuery, RunSummary, SessionStore, WorkerRegistry};
 use toren_worker::{Observer as _, holder};
 
 use crate::follow::{Follow, Notifier};
@@ -68,6 +68,7 @@ pub struct RunView {
 pub struct RunService {
     store: Arc<dyn EventLog>,
     pub(crate) sessions: Option<Arc<dyn SessionStore>>,
+    pub(crate) workers: Option<Arc<dyn WorkerRegistry>>,
     pub(crate) settings: ServiceSettings,
     notifier: Notifier,
     pub(crate) holder: String,
@@ -82,6 +83,7 @@ impl RunService {
         Self {
             store,
             sessions: None,
+            workers: None,
             settings,
             notifier,
             holder: holder::this_process(),
@@ -93,6 +95,19 @@ impl RunService {
     pub fn with_sessions(mut self, sessions: Arc<dyn SessionStore>) -> Self {
         self.sessions = Some(sessions);
         self
+    }
+
+    /// The same service with the registry of live workers (`toren workers list`, and
+    /// `get` saying when a run waits for a volume no live worker serves).
+    #[must_use]
+    pub fn with_workers(mut self, workers: Arc<dyn WorkerRegistry>) -> Self {
+        self.workers = Some(workers);
+        self
+    }
+
+    /// The worker registry, if this service has one.
+    pub fn workers(&self) -> Option<&Arc<dyn WorkerRegistry>> {
+        self.workers.as_ref()
     }
 
     pub fn store(&self) -> &Arc<dyn EventLog> {

@@ -220,8 +220,30 @@ impl Worker {
         {
             tracing::warn!(run = %lease.run_id, "could not clean up the run's sandbox: {e}");
         }
-        if let Err(e) = self.config.store.release_lease(&lease).await {
-            tracing::warn!(run = %lease.run_id, "could not release the lease: {e}");
+        match &outcome {
+            // Taken over or released: there is nothing of ours to give up.
+            Err(Error::LeaseLost { .. }) => {}
+            // The database does not answer: the caller is not kept waiting for it longer
+            // than a heartbeat; unreleased, the lease expires by itself.
+            Err(Error::LeaseExpiring { .. }) => {
+                let release = self.config.store.release_lease(&lease);
+                match tokio::time::timeout(self.config.lease_ttl / 3, release).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(run = %lease.run_id, "could not release the lease: {e}");
+                    }
+                    Err(_) => tracing::warn!(
+                        run = %lease.run_id,
+                        "could not release the lease: the database did not answer; it expires \
+                         by itself"
+                    ),
+                }
+            }
+            _ => {
+                if let Err(e) = self.config.store.release_lease(&lease).await {
+                    tracing::warn!(run = %lease.run_id, "could not release the lease: {e}");
+                }
+            }
         }
         outcome
     }

@@ -62,6 +62,41 @@ pub(crate) enum Command {
     Sandbox(SandboxCommand),
     /// Serve the HTTP API on TOREN_API_ADDR and drive queued runs with in-process workers.
     Serve(ServeArgs),
+    /// Drive queued and abandoned runs, with no API: one of many workers sharing a database.
+    ///
+    /// Claims runs of the workspace volume it serves (TOREN_WORKSPACE_VOLUME, default this
+    /// machine) and of its sandbox backend, oldest first, at most `--concurrency` at once,
+    /// under the identity TOREN_WORKER_ID (default the host name and a suffix kept in
+    /// $TOREN_HOME/worker-id). SIGTERM or Ctrl-C drains like `toren serve`.
+    Worker(WorkerArgs),
+    /// The live workers sharing this database.
+    #[command(subcommand)]
+    Workers(WorkersCommand),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WorkerArgs {
+    /// How many runs this process drives at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) concurrency: u32,
+    /// On SIGTERM or Ctrl-C, how long the tool and model calls under way may take to
+    /// finish (and be journaled) before they are stopped; e.g. `30s`, `2m`, `0s`.
+    #[arg(long, default_value = "30s", value_parser = shutdown_timeout)]
+    pub(crate) shutdown_timeout: std::time::Duration,
+    /// How log lines are written on stderr: `text` for people, `json` (one object per
+    /// line) for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkersCommand {
+    /// List the workers whose heartbeat is live: id, host, volume, runs, last heartbeat.
+    List {
+        /// Print a JSON array.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -13,13 +13,16 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, LogFormat, RunsCommand, SandboxCommand, SessionsCommand};
+use crate::cli::{
+    Cli, Command, LogFormat, RunsCommand, SandboxCommand, SessionsCommand, WorkersCommand,
+};
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = match &cli.command {
         Command::Serve(args) => Some(args.log_format),
+        Command::Worker(args) => Some(args.log_format),
         _ => None,
     };
     let filter = match wiring::log_filter(format.is_some()) {
@@ -78,6 +81,8 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,
         Command::Cancel(args) => commands::approve::cancel(&args).await,
         Command::Serve(args) => commands::serve::serve(&args).await,
+        Command::Worker(args) => commands::worker::worker(&args).await,
+        Command::Workers(WorkersCommand::List { json }) => commands::worker::list(json).await,
         Command::Check(args) => commands::check::check(&args.paths),
         Command::Sandbox(SandboxCommand::List { json }) => commands::sandbox::list(json).await,
         Command::Sandbox(SandboxCommand::Reap { dry_run }) => {

@@ -280,7 +280,13 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
             policy: PolicySettings {
                 backend,
                 sandbox_root: settings.sandbox_root.clone(),
-                volume: None,
+                // Both backends keep the workspace on this machine's disk (a remote
+                // backend's runs would carry none).
+                volume: matches!(
+                    settings.sandbox,
+                    SandboxChoice::Local | SandboxChoice::Docker
+                )
+                .then(|| workspace_volume(settings)),
             },
             lease_ttl: settings.lease_ttl,
             follow_poll: settings.approval_poll,
@@ -292,7 +298,115 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
 /// The run service over the event log `settings` name, sessions included.
 pub(crate) async fn service_for(settings: &Settings) -> Result<RunService, Failure> {
     let store = open_store(settings).await?;
-    Ok(service_with(settings, store.clone()).with_sessions(store))
+    Ok(service_with(settings, store.clone())
+        .with_sessions(store.clone())
+        .with_workers(store))
+}
+
+/// The workspace volume this process serves and pins new runs to: `TOREN_WORKSPACE_VOLUME`,
+/// else this machine — its host name and the start of its machine id (which stays the same
+/// across reboots and differs between machines that share a host name).
+pub(crate) fn workspace_volume(settings: &Settings) -> String {
+    if let Some(volume) = &settings.workspace_volume {
+        return volume.clone();
+    }
+    let machine = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .map(|id| id.trim().chars().take(12).collect::<String>())
+        .filter(|id| !id.is_empty());
+    match machine {
+        Some(id) => format!("{}-{id}", host_name()),
+        None => host_name(),
+    }
+}
+
+/// This machine's host name, for people (`unknown-host` when it cannot be read).
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned())
+}
+
+/// This worker's identity: `TOREN_WORKER_ID`, else the one kept in
+/// `$TOREN_HOME/worker-id`, made once (host name + a random suffix) and reused by every
+/// later process of that home, so a restarted worker keeps its name.
+pub(crate) fn worker_id(settings: &Settings) -> Result<String, Failure> {
+    let var = toren_config::env_vars::TOREN_WORKER_ID.name;
+    if let Some(id) = &settings.worker_id {
+        return check_worker_id(id)
+            .map_err(|why| Failure::usage(anyhow!("{var}={id} is not valid: {why}")));
+    }
+    let path = settings.home.join("worker-id");
+    let read = |path: &Path| -> Result<Option<String>, Failure> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                let id = text.trim().to_owned();
+                check_worker_id(&id).map(Some).map_err(|why| {
+                    Failure::usage(anyhow!(
+                        "{} holds `{id}`, which is not a worker id: {why}; remove it to make a                          new one, or set {var}",
+                        path.display()
+                    ))
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Failure::failed(anyhow!(
+                "cannot read the worker id from {}: {e}",
+                path.display()
+            ))),
+        }
+    };
+    if let Some(id) = read(&path)? {
+        return Ok(id);
+    }
+    let suffix: String = toren_protocol::RunId::new()
+        .as_str()
+        .chars()
+        .rev()
+        .take(6)
+        .collect::<String>()
+        .to_lowercase();
+    let id = format!("{}-{suffix}", host_name());
+    let made = {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::create_dir_all(&settings.home).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .and_then(|mut file| writeln!(file, "{id}"))
+        })
+    };
+    match made {
+        Ok(()) => Ok(id),
+        // Another process made it first: its id is the one.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            read(&path)?.ok_or_else(|| Failure::failed(anyhow!("{} vanished", path.display())))
+        }
+        Err(e) => Err(Failure::failed(anyhow!(
+            "cannot keep the worker id in {} ({e}); set {var}",
+            path.display()
+        ))),
+    }
+}
+
+/// Why `id` cannot name a worker: it must be 1 to 128 printable characters without spaces,
+/// `/` or `@` (a lease holder name is the id, `@`, then the process).
+fn check_worker_id(id: &str) -> Result<String, String> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != '/' && c != '@');
+    if ok {
+        Ok(id.to_owned())
+    } else {
+        Err("use 1 to 128 letters, digits or punctuation, without spaces, `/` or `@`".to_owned())
+    }
 }
 
 /// The run service, from the environment's settings and store.

@@ -49,23 +49,62 @@ fn defaults_follow_home() {
             api_token: None,
             api_tokens_file: None,
             queue: QueueChoice::Local,
+            worker_id: None,
+            workspace_volume: None,
+            agent_concurrency: None,
         }
     );
 }
 
 #[test]
-fn toren_queue_is_local_by_default_and_any_other_value_names_the_supported_one() {
+fn toren_queue_is_local_by_default_and_postgres_needs_a_postgres_store() {
     let queue = |value: &str| settings(&[("HOME", "/h"), ("TOREN_QUEUE", value)]);
     assert_eq!(
         settings(&[("HOME", "/h")]).unwrap().queue,
         QueueChoice::Local
     );
     assert_eq!(queue("local").unwrap().queue, QueueChoice::Local);
-    for value in ["postgres", "redis", "LOCAL"] {
+    for value in ["redis", "LOCAL"] {
         let error = queue(value).expect_err(value).to_string();
         assert!(
             error.contains("TOREN_QUEUE") && error.contains(value) && error.contains("`local`"),
             "{value}: {error}"
+        );
+    }
+    let on_sqlite = queue("postgres")
+        .expect_err("postgres on sqlite")
+        .to_string();
+    assert_eq!(
+        on_sqlite,
+        "TOREN_QUEUE=postgres is not valid: expected a Postgres store for it: set \
+         TOREN_DATABASE_URL to a `postgres://` URL (it is `sqlite://…`), or use TOREN_QUEUE=local"
+    );
+    let on_postgres = settings(&[
+        ("HOME", "/h"),
+        ("TOREN_QUEUE", "postgres"),
+        (
+            "TOREN_DATABASE_URL",
+            "postgresql://toren:secret@db:5432/toren",
+        ),
+    ])
+    .unwrap();
+    assert_eq!(on_postgres.queue, QueueChoice::Postgres);
+}
+
+#[test]
+fn agent_concurrency_is_unlimited_or_a_positive_count() {
+    let limit = |value: &str| settings(&[("HOME", "/h"), ("TOREN_AGENT_CONCURRENCY", value)]);
+    assert_eq!(settings(&[("HOME", "/h")]).unwrap().agent_concurrency, None);
+    assert_eq!(limit("unlimited").unwrap().agent_concurrency, None);
+    assert_eq!(limit("4").unwrap().agent_concurrency, Some(4));
+    for bad in ["0", "-1", "lots", "1.5"] {
+        let error = limit(bad).expect_err(bad).to_string();
+        assert_eq!(
+            error,
+            format!(
+                "TOREN_AGENT_CONCURRENCY={bad} is not valid: expected a whole number from 1 \
+                 to 100000, or `unlimited`"
+            )
         );
     }
 }
@@ -97,7 +136,10 @@ fn every_variable_overrides_its_default() {
         ("TOREN_API_ADDR", "0.0.0.0:8080"),
         ("TOREN_API_TOKEN", "tok-3"),
         ("TOREN_API_TOKENS_FILE", "/etc/toren/tokens"),
-        ("TOREN_QUEUE", "local"),
+        ("TOREN_QUEUE", "postgres"),
+        ("TOREN_WORKER_ID", "worker-7"),
+        ("TOREN_WORKSPACE_VOLUME", "nfs-a"),
+        ("TOREN_AGENT_CONCURRENCY", "3"),
     ])
     .expect("valid");
     assert_eq!(
@@ -129,7 +171,10 @@ fn every_variable_overrides_its_default() {
             api_addr: "0.0.0.0:8080".parse().unwrap(),
             api_token: Some(Secret::new("tok-3")),
             api_tokens_file: Some(PathBuf::from("/etc/toren/tokens")),
-            queue: QueueChoice::Local,
+            queue: QueueChoice::Postgres,
+            worker_id: Some("worker-7".to_owned()),
+            workspace_volume: Some("nfs-a".to_owned()),
+            agent_concurrency: Some(3),
         }
     );
 }

@@ -5,12 +5,14 @@ pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod events;
 pub(crate) mod host;
+pub(crate) mod pool;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod sandbox;
 pub(crate) mod serve;
 pub(crate) mod sessions;
+pub(crate) mod worker;
 
 use toren_protocol::RunId;
 

@@ -76,6 +76,10 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     let run_id = parse_run_id(run)?;
     let service = wiring::service().await?;
     let view = service.get(&run_id).await.map_err(Failure::failed)?;
+    let unserved = service
+        .unserved_volume(&view)
+        .await
+        .map_err(Failure::failed)?;
     let summary = view.summary;
     let Some(state) = view.state else {
         // Recorded as failed by the service; the summary and the reason are all there is.
@@ -97,6 +101,8 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         .or_else(|| state.policy.as_ref().and_then(|p| p.workspace.clone()));
     object["workspace"] = json!(workspace);
     object["pending_approval"] = json!(pending);
+    object["volume"] = json!(state.policy.as_ref().and_then(|p| p.volume.clone()));
+    object["waiting_for_volume"] = json!(unserved);
     object["output"] = json!(state.output);
     object["error"] = json!(state.error);
     object["usage"] = usage_json(state.usage());
@@ -151,6 +157,16 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     }
     if let Some(workspace) = &workspace {
         println!("workspace  {}", visible(workspace));
+    }
+    if let Some(volume) = state.policy.as_ref().and_then(|p| p.volume.as_ref()) {
+        println!("volume     {}", visible(volume));
+    }
+    if let Some(volume) = &unserved {
+        println!(
+            "waiting    for a worker of volume {}: no live worker serves it (see `toren \
+             workers list`; a worker serves the volume TOREN_WORKSPACE_VOLUME names)",
+            visible(volume)
+        );
     }
     if let Some(p) = &pending {
         let call = one_line(p["call_id"].as_str().unwrap_or_default(), 80);

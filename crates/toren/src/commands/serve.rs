@@ -1,11 +1,10 @@
 //! `toren serve`: the HTTP API on `TOREN_API_ADDR` and a pool of in-process workers
-//! (`pool`) that claim queued or abandoned runs and drive them, at most `--workers` at
-//! once. The first SIGTERM or Ctrl-C stops claiming and lets the tool and model calls
+//! (`commands/pool.rs`, shared with `toren worker`) that claim queued or abandoned runs and
+//! drive them, at most `--workers` at once (`--workers 0`: an API-only front). The first SIGTERM or Ctrl-C stops claiming and lets the tool and model calls
 //! under way finish and be journaled, for at most `--shutdown-timeout`; then (or at a
 //! second signal) what still runs is stopped. Leases are released, the runs stay
 //! resumable (the next `toren serve` picks them up), and the process exits 0.
 
-mod pool;
 mod tokens;
 
 use std::sync::Arc;
@@ -19,10 +18,12 @@ use toren_config::{QueueChoice, Settings};
 use toren_runtime::RunService;
 use toren_sandbox::SandboxBackend;
 use toren_server::{AppState, Metrics};
+use toren_store::ClaimRequest;
 use toren_tools::{ToolSettings, Toolkit};
 use toren_worker::{Observers, Worker, WorkerConfig, holder};
 
 use crate::cli::ServeArgs;
+use crate::commands::pool::{self, Identity};
 use crate::commands::sandbox;
 use crate::exit::Failure;
 use crate::wiring;
@@ -34,8 +35,8 @@ const CLOSE_CONNECTIONS: Duration = Duration::from_secs(5);
 pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     match settings.queue {
-        // The store's own queue: the pool below claims from it.
-        QueueChoice::Local => {}
+        // The store's own queue (on SQLite or Postgres): the pool below claims from it.
+        QueueChoice::Local | QueueChoice::Postgres => {}
     }
     let (tokens, source) = tokens::tokens(&settings)?;
     let service = wiring::service_for(&settings).await?;
@@ -44,7 +45,8 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
     let mut tasks = JoinSet::new();
     let backends = backends(&settings, &service, &drain, &mut tasks).await?;
     let metrics = Metrics::new();
-    let holder = holder::this_process();
+    let identity = identity(&settings, args.workers)?;
+    let holder = identity.instance.clone();
     let worker = Arc::new(worker(
         &settings,
         &service,
@@ -86,12 +88,12 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
         args.shutdown_timeout,
     ));
     let pool = pool::Pool {
+        claim: claim_request(&settings, &holder, &backends),
+        identity: Some(identity),
         service,
         worker,
         slots: args.workers,
         poll: settings.approval_poll,
-        backends: backends.iter().map(|b| b.name().to_owned()).collect(),
-        holder,
         metrics,
     };
     let mut pool = tokio::spawn(pool.run(drain.clone(), halt.clone()));
@@ -139,9 +141,41 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// What a pool of this process claims: runs of the backends it serves on this
+/// machine's workspace volume (and runs needing neither), within `TOREN_AGENT_CONCURRENCY`,
+/// leased to `holder`. No channel: a chat's turns are its own.
+pub(crate) fn claim_request(
+    settings: &Settings,
+    holder: &str,
+    backends: &[Arc<dyn SandboxBackend>],
+) -> ClaimRequest {
+    ClaimRequest {
+        volumes: vec![wiring::workspace_volume(settings)],
+        backends: backends.iter().map(|b| b.name().to_owned()).collect(),
+        per_agent_limit: settings.agent_concurrency,
+        ..ClaimRequest::new(holder, settings.lease_ttl)
+    }
+}
+
+/// How a pool of `slots` of this process appears in the worker registry; its instance
+/// is this process's lease holder name: the worker id, then what names this process
+/// ([`holder::this_process`]), so that a restarted worker is never taken for the one it
+/// replaced and a dead one can be proved gone.
+pub(crate) fn identity(settings: &Settings, slots: usize) -> Result<Identity, Failure> {
+    let id = wiring::worker_id(settings)?;
+    Ok(Identity {
+        instance: format!("{id}@{}", holder::this_process()),
+        id,
+        host: wiring::host_name(),
+        volume: Some(wiring::workspace_volume(settings)),
+        concurrency: u32::try_from(slots).unwrap_or(u32::MAX),
+        started_at: jiff::Timestamp::now(),
+    })
+}
+
 /// The backend of the operator's `TOREN_SANDBOX`, checked now (and, for docker, its
 /// reaper, until `stop`).
-async fn backends(
+pub(crate) async fn backends(
     settings: &Settings,
     service: &RunService,
     stop: &CancellationToken,
@@ -162,7 +196,7 @@ async fn backends(
     }
 }
 
-fn worker(
+pub(crate) fn worker(
     settings: &Settings,
     service: &RunService,
     backends: Vec<Arc<dyn SandboxBackend>>,
@@ -196,7 +230,11 @@ fn worker(
 
 /// The first Ctrl-C or SIGTERM fires `drain`; `halt` follows `timeout` later, or at once
 /// on a second signal.
-async fn on_signals(drain: CancellationToken, halt: CancellationToken, timeout: Duration) {
+pub(crate) async fn on_signals(
+    drain: CancellationToken,
+    halt: CancellationToken,
+    timeout: Duration,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut interrupt), Ok(mut terminate)) = (
         signal(SignalKind::interrupt()),

@@ -24,3 +24,4 @@ mod settings;
 mod terminal;
 mod trust;
 mod usage;
+mod workers;

@@ -228,17 +228,23 @@ fn serve_refuses_a_non_loopback_address_without_a_token() {
 }
 
 #[test]
-fn serve_refuses_a_queue_it_does_not_have_naming_the_one_it_has() {
-    for queue in ["postgres", "sqs"] {
-        let out = home().env("TOREN_QUEUE", queue).run(&["serve"]);
-        assert_eq!(out.status.code(), Some(2), "{queue}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains("TOREN_QUEUE") && stderr.contains("`local`"),
-            "{stderr}"
-        );
-        assert!(!stderr.contains("listening"), "{stderr}");
-    }
+fn serve_refuses_a_queue_it_does_not_have_and_postgres_without_a_postgres_store() {
+    let out = home().env("TOREN_QUEUE", "sqs").run(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("TOREN_QUEUE") && stderr.contains("`local`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
+    let out = home().env("TOREN_QUEUE", "postgres").run(&["serve"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("TOREN_QUEUE=postgres") && stderr.contains("TOREN_DATABASE_URL"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
