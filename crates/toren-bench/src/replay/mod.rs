@@ -95,14 +95,7 @@ pub(crate) async fn run(args: ReplayArgs, quick: bool) -> anyhow::Result<Verdict
         benchmark: "replay",
         quick,
         machine: Machine::this(),
-        goal: Goal {
-            events: GOAL_EVENTS,
-            to_action_ms: GOAL_MS,
-            met: logs
-                .iter()
-                .find(|f| f.events == GOAL_EVENTS)
-                .map(|f| millis(f.to_action.wall) < GOAL_MS),
-        },
+        goal: goal(&logs),
         growth: growth(&logs),
         logs,
     };
@@ -121,6 +114,18 @@ pub(crate) async fn run(args: ReplayArgs, quick: bool) -> anyhow::Result<Verdict
     write_json(&path, &document)?;
     say(&format!("replay: figures written to {}", path.display()));
     Ok(Verdict::Correct)
+}
+
+/// The goal, judged on the log of [`GOAL_EVENTS`] events if one was measured.
+fn goal(logs: &[Figures]) -> Goal {
+    Goal {
+        events: GOAL_EVENTS,
+        to_action_ms: GOAL_MS,
+        met: logs
+            .iter()
+            .find(|f| f.events == GOAL_EVENTS)
+            .map(|f| millis(f.to_action.wall) < GOAL_MS),
+    }
 }
 
 fn growth(logs: &[Figures]) -> Vec<Growth> {
@@ -196,4 +201,60 @@ fn table(d: &Document) -> Table {
         },
     );
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn log(events: u64, wall_ms: u64, cpu_ms: u64) -> Figures {
+        let to_action = Timing {
+            wall: Duration::from_millis(wall_ms),
+            cpu: Duration::from_millis(cpu_ms),
+        };
+        Figures {
+            events,
+            turns: 0,
+            payload_bytes: 0,
+            repeats: 1,
+            per_row: Timing::default(),
+            decode: Timing::default(),
+            read: Timing::default(),
+            fold: Timing::default(),
+            decide: Timing::default(),
+            to_action,
+            to_commit: to_action,
+        }
+    }
+
+    #[test]
+    fn growth_compares_each_length_with_the_one_before() {
+        let logs = [
+            log(1_000, 2, 2),
+            log(10_000, 20, 25),
+            log(100_000, 300, 250),
+        ];
+        let g = growth(&logs);
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].from_events, g[0].to_events), (1_000, 10_000));
+        assert!((g[0].events_ratio - 10.0).abs() < 1e-9);
+        assert!((g[0].wall_ratio - 10.0).abs() < 1e-9);
+        assert!((g[0].cpu_ratio - 12.5).abs() < 1e-9);
+        assert!((g[1].wall_ratio - 15.0).abs() < 1e-9);
+        assert!((g[1].cpu_ratio - 10.0).abs() < 1e-9);
+        assert!(growth(&logs[..1]).is_empty());
+    }
+
+    #[test]
+    fn the_goal_is_judged_on_the_10000_event_log_by_its_wall_time() {
+        assert_eq!(goal(&[log(10_000, 49, 10)]).met, Some(true));
+        assert_eq!(
+            goal(&[log(1_000, 1, 1), log(10_000, 50, 10)]).met,
+            Some(false)
+        );
+        // Quick sizes do not include the goal's length: not judged.
+        assert_eq!(goal(&[log(100, 1, 1), log(1_000, 5, 5)]).met, None);
+    }
 }
