@@ -16,6 +16,9 @@ use crate::{Result, RunService};
 /// those whose holder is gone: at most the runs such processes drive at once.
 const GONE_SCAN: u32 = 1000;
 
+/// How often [`RunService::claim`] looks for runs of provably gone holders at most.
+const GONE_EVERY: Duration = Duration::from_millis(500);
+
 impl RunService {
     /// A page of runs, newest first, as `query` selects them. A run on it that claims to be
     /// resumable but whose log cannot be replayed is recorded as failed (with the reason)
@@ -64,9 +67,24 @@ impl RunService {
     /// ([`EventLog::claim`](toren_store::EventLog::claim), one atomic store operation).
     /// Runs whose live lease is held by a process that is provably gone
     /// ([`holder::is_gone`]: one of this machine that died) are freed first, so they are
-    /// claimable at once instead of after their lease's expiry.
+    /// claimable at once instead of after their lease's expiry; that look costs a query,
+    /// so it is taken at most every [`GONE_EVERY`] (a pool claiming many runs in one pass
+    /// looks once).
     pub async fn claim(&self, request: &ClaimRequest) -> Result<Option<(RunSummary, Lease)>> {
-        self.free_gone_holders().await?;
+        let due = {
+            let mut last = self
+                .gone_checked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let due = last.is_none_or(|at| at.elapsed() >= GONE_EVERY);
+            if due {
+                *last = Some(std::time::Instant::now());
+            }
+            due
+        };
+        if due {
+            self.free_gone_holders().await?;
+        }
         Ok(self.store().claim(request).await?)
     }
 

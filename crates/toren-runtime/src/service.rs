@@ -72,6 +72,8 @@ pub struct RunService {
     pub(crate) settings: ServiceSettings,
     notifier: Notifier,
     pub(crate) holder: String,
+    /// When [`RunService::claim`] last looked for runs of provably gone holders.
+    pub(crate) gone_checked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 impl RunService {
@@ -87,6 +89,7 @@ impl RunService {
             settings,
             notifier,
             holder: holder::this_process(),
+            gone_checked: Arc::default(),
         }
     }
 
