@@ -451,3 +451,12 @@ pub(crate) async fn remove_container(settings: &Settings, key: &str) {
         tracing::warn!("could not remove the session's container: {e}");
     }
 }
+
+/// Whether this process runs inside a container: the files container engines put at the
+/// root of every container they start (Docker's `/.dockerenv`, Podman's
+/// `/run/.containerenv`). The compose worker uses it to refuse docker sandboxes.
+pub(crate) fn in_container() -> bool {
+    ["/.dockerenv", "/run/.containerenv"]
+        .iter()
+        .any(|path| Path::new(path).exists())
+}

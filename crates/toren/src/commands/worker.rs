@@ -15,10 +15,11 @@
 
 use std::sync::Arc;
 
+use anyhow::anyhow;
 use serde_json::json;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use toren_config::QueueChoice;
+use toren_config::{QueueChoice, SandboxChoice, Settings};
 use toren_display::{escape_json, visible};
 use toren_server::Metrics;
 
@@ -34,6 +35,7 @@ use crate::wiring;
 )]
 pub(crate) async fn worker(args: &WorkerArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
+    refuse_docker_in_container(&settings)?;
     match settings.queue {
         // The store's own queue (on SQLite or Postgres): the pool claims from it.
         QueueChoice::Local | QueueChoice::Postgres => {}
@@ -87,6 +89,21 @@ pub(crate) async fn worker(args: &WorkerArgs) -> Result<u8, Failure> {
     signals.abort();
     eprintln!("toren worker: stopped");
     Ok(0)
+}
+
+/// A worker in a container does not start docker sandboxes (the compose tier's workers
+/// use E2B): it would need the host's docker socket, which gives whoever holds it the
+/// host. Refused before anything connects, naming the fix.
+fn refuse_docker_in_container(settings: &Settings) -> Result<(), Failure> {
+    if matches!(settings.sandbox, SandboxChoice::Docker) && wiring::in_container() {
+        return Err(Failure::usage(anyhow!(
+            "this worker runs inside a container and its sandbox backend resolves to \
+             `docker`: local docker sandboxes are not run from inside the compose worker \
+             container. Set E2B_API_KEY (TOREN_SANDBOX=auto then picks e2b), or run the \
+             worker outside a container to use docker"
+        )));
+    }
+    Ok(())
 }
 
 /// `toren workers list`: the live workers, their runs and last heartbeat.
