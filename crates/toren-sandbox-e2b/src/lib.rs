@@ -30,9 +30,11 @@ mod client;
 mod error;
 mod files;
 mod process;
+mod reaper;
 mod sandbox;
 
 pub use backend::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings};
 pub use client::{Client, CreateRequest, ENVD_PORT, Endpoints, SandboxInfo};
 pub use error::{Error, Result, check_key};
+pub use reaper::{ORPHAN_AGE, ReapReason, RunLiveness, TorenSandbox, plan_reap};
 pub use sandbox::{META_INSTANCE, META_KEY, META_RUN, META_WORKSPACE};

@@ -74,6 +74,15 @@ impl Host {
                         tasks.child_token(),
                     )));
                 }
+                if policy.backend == toren_sandbox_e2b::E2bBackend::NAME {
+                    // E2B sandboxes no run needs are swept the same way.
+                    let e2b = wiring::e2b(settings).await?;
+                    reaper = Some(tokio::spawn(sandbox::reap_e2b_periodically(
+                        e2b,
+                        service.clone(),
+                        tasks.child_token(),
+                    )));
+                }
                 vec![backend.seam]
             }
             None => Vec::new(),

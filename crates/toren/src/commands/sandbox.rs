@@ -1,6 +1,9 @@
 //! `toren sandbox list` and `toren sandbox reap [--dry-run]`: the docker backend's
 //! containers and the reaper that removes those no run needs. The same sweep runs once a
-//! minute inside every `toren run` and `toren resume` that uses the docker backend.
+//! minute inside every `toren run` and `toren resume` that uses the docker backend. With
+//! `TOREN_SANDBOX=e2b`, `reap` sweeps this installation's E2B sandboxes instead (listed by
+//! metadata; those of finished runs, and day-old ones of unknown runs, are killed; a live
+//! run's and a session's never), also once a minute inside `toren run`/`resume` on e2b.
 #![expect(
     clippy::print_stdout,
     reason = "containers and reaped ones are the command's data"
@@ -16,6 +19,7 @@ use toren_runtime::RunService;
 use toren_sandbox_docker::{
     DockerBackend, ORPHAN_AGE, ReapAction, ReapOutcome, ReapReason, RunLiveness, TorenContainer,
 };
+use toren_sandbox_e2b::E2bBackend;
 
 use crate::exit::Failure;
 use crate::wiring;
@@ -61,7 +65,73 @@ pub(crate) async fn sweep(
     Ok(docker.reap(is_live, ORPHAN_AGE, dry_run).await?)
 }
 
-/// Sweeps once a minute until the process ends.
+/// What the run service says of the run `run` (a run id as sandbox metadata holds it).
+async fn e2b_liveness(
+    service: &RunService,
+    run: &str,
+) -> Result<toren_sandbox_e2b::RunLiveness, toren_runtime::Error> {
+    use toren_sandbox_e2b::RunLiveness as L;
+    let Ok(id) = run.parse::<RunId>() else {
+        return Ok(L::Unknown);
+    };
+    match service.summary(&id).await {
+        Ok(summary) if summary.status.is_terminal() => Ok(L::Finished),
+        Ok(_) => Ok(L::Live),
+        Err(toren_runtime::Error::Store(toren_store::Error::RunNotFound(_))) => Ok(L::Unknown),
+        Err(e) => Err(e),
+    }
+}
+
+/// One reaper sweep over this installation's E2B sandboxes.
+pub(crate) async fn sweep_e2b(
+    e2b: &E2bBackend,
+    service: &RunService,
+    dry_run: bool,
+) -> anyhow::Result<
+    Vec<(
+        toren_sandbox_e2b::TorenSandbox,
+        toren_sandbox_e2b::ReapReason,
+        bool,
+    )>,
+> {
+    let listed = e2b.list_toren_sandboxes().await?;
+    let mut known = HashMap::new();
+    for sandbox in &listed {
+        known.insert(
+            sandbox.run.clone(),
+            e2b_liveness(service, &sandbox.run).await?,
+        );
+    }
+    // A run the sweep did not see listed (created since) is live: never kill on doubt.
+    let liveness = |run: &str| {
+        known
+            .get(run)
+            .copied()
+            .unwrap_or(toren_sandbox_e2b::RunLiveness::Live)
+    };
+    Ok(e2b
+        .reap(liveness, toren_sandbox_e2b::ORPHAN_AGE, dry_run)
+        .await?)
+}
+
+/// Sweeps this installation's E2B sandboxes once a minute until `stop` fires.
+pub(crate) async fn reap_e2b_periodically(
+    e2b: E2bBackend,
+    service: RunService,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = sweep_e2b(&e2b, &service, false).await {
+            tracing::warn!("e2b sandbox reaper sweep failed: {e:#}");
+        }
+    }
+}
+
 /// Sweeps once a minute until `stop` fires.
 pub(crate) async fn reap_periodically(
     docker: DockerBackend,
@@ -130,6 +200,9 @@ pub(crate) async fn list(as_json: bool) -> Result<u8, Failure> {
 
 pub(crate) async fn reap(dry_run: bool) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
+    if settings.sandbox == toren_config::SandboxChoice::E2b {
+        return reap_e2b(&settings, dry_run).await;
+    }
     let docker = wiring::docker(&settings).await?;
     let service = wiring::service_for(&settings).await?;
     let actions = sweep(&docker, &service, dry_run)
@@ -163,6 +236,37 @@ pub(crate) async fn reap(dry_run: bool) -> Result<u8, Failure> {
             } else {
                 "reaped"
             }
+        );
+    }
+    Ok(0)
+}
+
+async fn reap_e2b(settings: &toren_config::Settings, dry_run: bool) -> Result<u8, Failure> {
+    let e2b = wiring::e2b(settings).await?;
+    let service = wiring::service_for(settings).await?;
+    let swept = sweep_e2b(&e2b, &service, dry_run)
+        .await
+        .map_err(Failure::failed)?;
+    for (sandbox, reason, killed) in &swept {
+        let reason = match reason {
+            toren_sandbox_e2b::ReapReason::RunFinished => "its run is finished".to_owned(),
+            toren_sandbox_e2b::ReapReason::Orphaned { age } => {
+                format!("no known run, {} h old", age.as_secs() / 3600)
+            }
+        };
+        let outcome = match (dry_run, killed) {
+            (true, _) => "would kill",
+            (false, true) => "killed",
+            (false, false) => "already gone",
+        };
+        println!("{outcome}: {} (run {}): {reason}", sandbox.id, sandbox.run);
+    }
+    #[expect(clippy::print_stderr, reason = "a summary for people")]
+    {
+        eprintln!(
+            "{} E2B sandbox(es) {}; a live run's and a session's are never touched",
+            swept.len(),
+            if dry_run { "would be killed" } else { "reaped" }
         );
     }
     Ok(0)

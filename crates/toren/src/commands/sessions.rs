@@ -133,6 +133,12 @@ pub(crate) async fn rm(name: &str, delete_workspace: bool) -> Result<u8, Failure
     {
         wiring::remove_container(&settings, key).await;
     }
+    if let Some(policy) = &session.policy
+        && policy.backend == "e2b"
+        && let Some(key) = &policy.sandbox_key
+    {
+        wiring::release_e2b(&settings, key).await;
+    }
     match (workspace, delete_workspace) {
         (Some(ws), true) => {
             // The session's private directory holds the workspace; both go.

@@ -12,7 +12,7 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 use toren_test_support::e2b::FakeE2b;
 
-use super::common::{Toren, text};
+use super::common::{Toren, read, text};
 use super::scripted::{WORK_AGENT, WORK_SCRIPT};
 
 const KEY: &str = "e2b_00112233445566778899aabbccddeeff";
@@ -133,11 +133,7 @@ fn a_killed_toren_is_resumed_in_the_same_sandbox() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(text(&out.stdout), "went on\n");
     let events = toren.events(&run);
-    assert_eq!(
-        provisioned(&events),
-        vec![id],
-        "one sandbox, reconnected"
-    );
+    assert_eq!(provisioned(&events), vec![id], "one sandbox, reconnected");
     let done = events
         .iter()
         .rfind(|e| e["type"] == "tool_completed")
@@ -213,4 +209,124 @@ fn a_sandbox_killed_behind_torens_back_is_replaced_and_the_loss_stated() {
         outputs[1].contains(&format!("the E2B sandbox `{old}` is gone")),
         "{outputs:?}"
     );
+}
+
+fn chat(toren: &Toren, args: &[&str], input: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = toren
+        .command(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn answer(text: &str, call: Option<(&str, Value)>) -> toren_protocol::AssistantMessage {
+    toren_protocol::AssistantMessage {
+        text: text.to_owned(),
+        tool_calls: call
+            .map(|(name, args)| toren_protocol::ToolCall::new(format!("toolu_{name}"), name, args))
+            .into_iter()
+            .collect(),
+    }
+}
+
+#[test]
+fn a_sessions_sandbox_is_paused_between_turns_resumed_for_the_next_and_killed_with_it() {
+    use toren_test_support::{FakeAnthropic, Reply};
+    let model = FakeAnthropic::start(Reply::turns(vec![
+        answer(
+            "",
+            Some((
+                "write_file",
+                serde_json::json!({"path": "notes.txt", "content": "day one\n"}),
+            )),
+        ),
+        answer("I wrote notes.txt.", None),
+        answer(
+            "",
+            Some(("bash", serde_json::json!({"command": "cat notes.txt"}))),
+        ),
+        answer("It says: day one.", None),
+    ]))
+    .unwrap();
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake)
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", &model.base_url());
+    toren.agent(
+        "claude",
+        "name: claude\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n",
+    );
+    let out = chat(&toren, &["chat", "s", "--agent", "claude"], "make a note\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "I wrote notes.txt.\n");
+    let ids = fake.sandboxes();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(fake.paused(&ids[0]), Some(true), "paused between turns");
+    let disk = fake.disk(&ids[0]).unwrap();
+    assert_eq!(read(&disk.workspace().join("notes.txt")), "day one\n");
+
+    let out = chat(&toren, &["chat", "s"], "read it\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "It says: day one.\n");
+    assert_eq!(fake.sandboxes(), ids, "the same sandbox, resumed");
+    assert_eq!(fake.paused(&ids[0]), Some(true));
+    assert_eq!(fake.calls("create"), 1);
+
+    let out = toren.run(&["sessions", "rm", "s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        fake.sandboxes(),
+        Vec::<String>::new(),
+        "killed with the session"
+    );
+}
+
+#[test]
+fn the_reaper_kills_sandboxes_of_finished_runs_and_leaves_live_ones() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake);
+    toren.file("s.yaml", LONG_COMMAND);
+    toren.agent(
+        "k",
+        "name: k\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    // A run killed mid-command: live, its sandbox waits for a resume.
+    let mut child = toren.spawn(&["run", "k", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "running");
+    let live = wait_for_starts(&fake, 1);
+    kill9(&mut child);
+    let out = toren.run(&["sandbox", "reap"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        fake.sandboxes(),
+        vec![live.clone()],
+        "a live run's sandbox stays"
+    );
+    // Cancelled, the run is finished: its sandbox goes at the next sweep.
+    let out = toren.run(&["cancel", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = toren.run(&["sandbox", "reap", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("would kill: {live} (run {run}): its run is finished\n")
+    );
+    assert_eq!(fake.sandboxes(), vec![live.clone()]);
+    let out = toren.run(&["sandbox", "reap"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("killed: {live} (run {run}): its run is finished\n")
+    );
+    assert_eq!(fake.sandboxes(), Vec::<String>::new());
 }
