@@ -456,3 +456,63 @@ async fn a_worker_cut_off_from_the_database_stops_the_command_backs_off_and_resu
     assert_eq!(worker.wait_exit(), Some(0));
     drop(front);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_on_postgres_share_the_queue_and_drive_each_run_once() {
+    let cluster = toren_test_support::postgres::Cluster::start()
+        .unwrap_or_else(|e| panic!("cannot start a test Postgres cluster: {e:#}"));
+    let toren = home()
+        .env("TOREN_DATABASE_URL", &cluster.url())
+        .env("TOREN_QUEUE", "postgres")
+        .env("TOREN_WORKSPACE_VOLUME", "shared");
+    toren.file(
+        "q.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo x >> runs\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "quick",
+        "name: quick\nmodel: scripted/q.yaml\nsandbox:\n  approval: never\n",
+    );
+    let front = Front::start(&toren);
+    let mut workers_up: Vec<Process> = ["pg-1", "pg-2", "pg-3"]
+        .iter()
+        .map(|id| {
+            Process::spawn(
+                &same_home(&toren, &[("TOREN_WORKER_ID", id)]),
+                &["worker", "--concurrency", "2"],
+            )
+        })
+        .collect();
+    for worker in &workers_up {
+        worker.wait_line("driving runs");
+    }
+    let deadline = Instant::now() + WAIT;
+    while workers(&toren).len() < 3 {
+        assert!(Instant::now() < deadline, "{:?}", workers(&toren));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut runs = Vec::new();
+    for _ in 0..12 {
+        runs.push(front.create("quick").await);
+    }
+    for run in &runs {
+        wait_status(&toren, run, "completed");
+        assert_eq!(count(&toren, run, "tool_started"), 1, "{run} ran once");
+        assert_eq!(
+            std::fs::read_to_string(toren.workspace(run).join("runs")).unwrap(),
+            "x\n"
+        );
+    }
+    // Every run was claimed by exactly one worker (each logs the runs it claims).
+    let claims: usize = workers_up
+        .iter()
+        .map(|w| w.log().matches("claimed").count())
+        .sum();
+    assert_eq!(claims, runs.len());
+    for worker in &mut workers_up {
+        worker.signal("-TERM");
+        assert_eq!(worker.wait_exit(), Some(0), "{}", worker.log());
+    }
+    assert_eq!(workers(&toren), Vec::<Value>::new());
+    drop(front);
+}
