@@ -81,6 +81,9 @@ impl Task {
             .acquire_timeout(self.timeout)
             .max_lifetime(None)
             .idle_timeout(None)
+            // A listener's connection is never reused: closed when let go, not pinged
+            // (sqlx's ping has no deadline, and a dead one would never answer).
+            .after_release(|_, _| Box::pin(async { Ok(false) }))
             .connect_lazy_with(self.connect.clone());
         let mut backoff = FIRST_BACKOFF;
         loop {

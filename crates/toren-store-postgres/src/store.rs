@@ -89,8 +89,9 @@ impl PostgresStore {
     /// takes an advisory lock and they take turns. The store reads the [`SystemClock`];
     /// see [`PostgresStore::with_clock`].
     pub async fn open(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
-        let connect = connect_options(url, options)?;
-        let server = describe(&connect);
+        let base = connect_options(url)?;
+        let server = describe(&base);
+        let connect = with_limits(base.clone(), options);
         let conn = tokio::time::timeout(options.connect_timeout, connect.connect())
             .await
             .map_err(|_| OpenError::Unreachable {
@@ -135,13 +136,18 @@ impl PostgresStore {
                 })
             })
             .connect_lazy_with(connect.clone());
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|source| OpenError::Migrate {
-                server: server.clone(),
-                source,
-            })?;
+        // Migrations run without the statement and lock limits meant for the store's calls:
+        // one that rewrites a large table may take minutes, and must not be cut short.
+        let migrating = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(options.connect_timeout)
+            .connect_lazy_with(base);
+        let migrated = MIGRATOR.run(&migrating).await;
+        migrating.close().await;
+        migrated.map_err(|source| OpenError::Migrate {
+            server: server.clone(),
+            source,
+        })?;
         let moves = Moves::start(connect, options.acquire_timeout, options.listen_check);
         tracing::debug!(server = %server, "opened the Postgres event store");
         Ok(Self {
@@ -213,8 +219,8 @@ pub(crate) async fn notify(tx: &mut PgConnection, run_id: &RunId) -> Result<()> 
     Ok(())
 }
 
-/// The connect options of `url`, with the server-side limits of `options`.
-fn connect_options(url: &str, options: &PostgresOptions) -> Result<PgConnectOptions, OpenError> {
+/// The connect options of `url`.
+fn connect_options(url: &str) -> Result<PgConnectOptions, OpenError> {
     if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
         return Err(OpenError::BadUrl {
             reason: "expected `postgres://USER:PASSWORD@HOST:PORT/DATABASE`".to_owned(),
@@ -226,15 +232,20 @@ fn connect_options(url: &str, options: &PostgresOptions) -> Result<PgConnectOpti
                  (percent-encode special characters in the password)"
             .to_owned(),
     })?;
+    Ok(parsed.application_name("toren"))
+}
+
+/// `connect` with the server-side limits of `options` on every statement of a session.
+fn with_limits(connect: PgConnectOptions, options: &PostgresOptions) -> PgConnectOptions {
     let millis = |d: Duration| format!("{}ms", d.as_millis());
-    Ok(parsed.application_name("toren").options([
+    connect.options([
         ("statement_timeout", millis(options.statement_timeout)),
         ("lock_timeout", millis(options.statement_timeout)),
         (
             "idle_in_transaction_session_timeout",
             millis(options.call_timeout * 2),
         ),
-    ]))
+    ])
 }
 
 /// `host:port`, or `socket DIR port N`: where the store connects, without user or password.
@@ -255,20 +266,18 @@ mod tests {
 
     #[test]
     fn urls_are_postgres_urls_and_never_repeated() {
-        let options = PostgresOptions::default();
         for bad in [
             "sqlite:///tmp/x.db",
             "mysql://u:secret@h/db",
             "postgres://u:secret@h:notaport/db",
         ] {
-            let err = connect_options(bad, &options).unwrap_err();
+            let err = connect_options(bad).unwrap_err();
             assert!(matches!(err, OpenError::BadUrl { .. }), "{bad}: {err}");
             assert!(!err.to_string().contains("secret"), "{err}");
         }
-        let ok = connect_options("postgresql://u:secret@db.example:6543/toren", &options).unwrap();
+        let ok = connect_options("postgresql://u:secret@db.example:6543/toren").unwrap();
         assert_eq!(describe(&ok), "db.example:6543");
-        let socket =
-            connect_options("postgres://u@localhost:5433/toren?host=/tmp/pg", &options).unwrap();
+        let socket = connect_options("postgres://u@localhost:5433/toren?host=/tmp/pg").unwrap();
         assert_eq!(describe(&socket), "the socket in /tmp/pg (port 5433)");
     }
 }
