@@ -361,3 +361,110 @@ async fn a_database_from_before_leases_migrates_and_its_runs_resume() {
             .is_resumable(jiff::Timestamp::now())
     );
 }
+
+/// Runs written before claims filtered on them (migration 0005) get their backend, volume
+/// and channel from their `run_created` when the database is migrated, so a claim treats
+/// them as it treats new runs.
+#[tokio::test]
+async fn runs_from_before_claims_are_claimed_by_their_pinned_backend_and_channel() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toren.db");
+    std::fs::File::create(&path).unwrap();
+    let mut conn = raw(&path).await;
+    let migrations = concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite");
+    sqlx::migrate::Migrator::new(std::path::Path::new(migrations))
+        .await
+        .unwrap()
+        .run_to(4, &mut conn)
+        .await
+        .unwrap();
+    let docker = |mut created: RunCreated| {
+        created.policy = Some(toren_protocol::ResolvedPolicy {
+            backend: "docker".into(),
+            image: None,
+            network: false,
+            approval: toren_protocol::ApprovalPolicy::Never,
+            env: Vec::new(),
+            limits: Default::default(),
+            workspace: None,
+            on_interrupt: Default::default(),
+            sandbox_key: None,
+            volume: None,
+        });
+        created
+    };
+    let bound = |mut created: RunCreated| {
+        created.channel = Some(toren_protocol::ChannelBinding {
+            kind: "terminal".into(),
+            address: "chat".into(),
+        });
+        created
+    };
+    let runs = [
+        (RunId::new(), docker(created("in a container"))),
+        (RunId::new(), bound(created("a chat's turn"))),
+        (RunId::new(), created("no sandbox")),
+    ];
+    for (n, (run_id, created)) in runs.iter().enumerate() {
+        let at = format!("2026-03-14T09:26:5{n}.000000000Z");
+        let event = toren_protocol::Event {
+            run_id: run_id.clone(),
+            seq: 1,
+            at: at.parse().unwrap(),
+            v: toren_protocol::EVENT_FORMAT_VERSION,
+            kind: EventKind::RunCreated(created.clone()),
+        };
+        sqlx::query(
+            "INSERT INTO runs (id, agent, status, created_at, updated_at, last_seq)
+             VALUES (?, 'helper', 'queued', ?, ?, 1)",
+        )
+        .bind(run_id.as_str())
+        .bind(&at)
+        .bind(&at)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO events (run_id, seq, kind, v, at, payload)
+             VALUES (?, 1, 'run_created', 1, ?, ?)",
+        )
+        .bind(run_id.as_str())
+        .bind(&at)
+        .bind(serde_json::to_string(&event).unwrap())
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    drop(conn);
+
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    let claim = |backends: &[&str], channels: &[&str]| toren_store::ClaimRequest {
+        backends: backends.iter().map(|b| (*b).to_owned()).collect(),
+        channels: channels.iter().map(|c| (*c).to_owned()).collect(),
+        ..toren_store::ClaimRequest::new(HOLDER, TTL)
+    };
+    let got = |request: toren_store::ClaimRequest| {
+        let store = store.clone();
+        async move {
+            store
+                .claim(&request)
+                .await
+                .unwrap()
+                .map(|(summary, _)| summary.id)
+        }
+    };
+    assert_eq!(
+        got(claim(&["local"], &[])).await,
+        Some(runs[2].0.clone()),
+        "a local worker without channels takes only the run without a sandbox"
+    );
+    assert_eq!(got(claim(&["local"], &[])).await, None);
+    assert_eq!(got(claim(&["docker"], &[])).await, Some(runs[0].0.clone()));
+    assert_eq!(
+        got(claim(&[], &["terminal"])).await,
+        Some(runs[1].0.clone())
+    );
+    store.close().await;
+}
