@@ -216,38 +216,43 @@ impl TurnView {
         }
     }
 
-    /// Posts an approval with its buttons; the buttons' id is stored first... after the
-    /// message exists (its id is part of what the button stands for).
+    /// Posts an approval, stores what its buttons stand for, then adds the buttons: a
+    /// button can only be pressed once its id resolves.
     async fn ask(&mut self, request: &ApprovalRequested) {
         self.flush().await;
         let id = button_id();
         let (text, truncated) = render::approval_html(&request.command, request.attempt);
-        let keyboard = approval_keyboard(&id, truncated);
-        match self
+        let message = match self.api.send_message(self.chat, &text, true, None).await {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::warn!(
+                    "cannot post the approval to Telegram (decide with `toren approve`): {e}"
+                );
+                return;
+            }
+        };
+        let button = ChatButton {
+            run_id: self.run.clone(),
+            call_id: request.call_id.clone(),
+            chat: self.chat.to_string(),
+            message_id: message,
+        };
+        if let Err(e) = self.chats.put_chat_button(&id, &button).await {
+            tracing::warn!("cannot store the approval buttons (decide with `toren approve`): {e}");
+            return;
+        }
+        if let Err(e) = self
             .api
-            .send_message(self.chat, &text, true, Some(keyboard))
+            .edit_markup(self.chat, message, Some(approval_keyboard(&id, truncated)))
             .await
         {
-            Ok(message) => {
-                let button = ChatButton {
-                    run_id: self.run.clone(),
-                    call_id: request.call_id.clone(),
-                    chat: self.chat.to_string(),
-                    message_id: message,
-                };
-                if let Err(e) = self.chats.put_chat_button(&id, &button).await {
-                    tracing::warn!("cannot store the approval buttons: {e}");
-                }
-                self.approvals
-                    .insert(request.call_id.clone(), (message, request.command.clone()));
-                // What follows the approval goes in a new message below it.
-                self.sent.clear();
-                self.transcript.clear();
-            }
-            Err(e) => tracing::warn!(
-                "cannot post the approval to Telegram (decide with `toren approve`): {e}"
-            ),
+            tracing::warn!("cannot add the approval buttons: {e}");
         }
+        self.approvals
+            .insert(request.call_id.clone(), (message, request.command.clone()));
+        // What follows the approval goes in a new message below it.
+        self.sent.clear();
+        self.transcript.clear();
     }
 
     /// Shows the transcript as it stands: edits the messages that changed, sends the new.

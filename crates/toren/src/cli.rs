@@ -60,6 +60,13 @@ pub(crate) enum Command {
     /// The docker backend's containers and their reaper.
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Run the Telegram bot: chat with an agent from your phone (TELEGRAM_BOT_TOKEN).
+    ///
+    /// Each chat of a user in TOREN_TELEGRAM_USERS is a session of TOREN_TELEGRAM_AGENT;
+    /// messages are turns driven by this process, approvals are buttons, files the agent
+    /// sends arrive as photos or documents. SIGTERM or Ctrl-C stops it; turns left
+    /// unfinished are resumed when it starts again.
+    Telegram(TelegramArgs),
     /// Serve the HTTP API on TOREN_API_ADDR and drive queued runs with in-process workers.
     Serve(ServeArgs),
     /// Drive queued and abandoned runs, with no API: one of many workers sharing a database.
@@ -100,10 +107,21 @@ pub(crate) enum WorkersCommand {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct TelegramArgs {
+    /// How log lines are written on stderr: `text` for people, `json` (one object per
+    /// line) for log collectors.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// How many runs this process drives at once (0: API only).
     #[arg(long, default_value_t = 4)]
     pub(crate) workers: usize,
+    /// Do not run the Telegram bot, even when TELEGRAM_BOT_TOKEN is set.
+    #[arg(long)]
+    pub(crate) no_telegram: bool,
     /// On SIGTERM or Ctrl-C, how long the tool and model calls under way may take to
     /// finish (and be journaled) before they are stopped; e.g. `30s`, `2m`, `0s`.
     #[arg(long, default_value = "30s", value_parser = shutdown_timeout)]

@@ -21,6 +21,7 @@ use crate::exit::Failure;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = match &cli.command {
+        Command::Telegram(args) => Some(args.log_format),
         Command::Serve(args) => Some(args.log_format),
         Command::Worker(args) => Some(args.log_format),
         _ => None,
@@ -80,6 +81,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Approve(args) => commands::approve::decide(&args, true, None).await,
         Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,
         Command::Cancel(args) => commands::approve::cancel(&args).await,
+        Command::Telegram(args) => commands::telegram::telegram(&args).await,
         Command::Serve(args) => commands::serve::serve(&args).await,
         Command::Worker(args) => commands::worker::worker(&args).await,
         Command::Workers(WorkersCommand::List { json }) => commands::worker::list(json).await,

@@ -13,7 +13,7 @@ use toren_runtime::{PolicySettings, RunService, ServiceSettings};
 use toren_sandbox::{LocalBackend, LocalSettings, SandboxBackend};
 use toren_sandbox_docker::{DEFAULT_IMAGE, DockerBackend, DockerSettings};
 use toren_sandbox_e2b::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings, Endpoints};
-use toren_store::{EventLog, SessionStore, SqliteStore, WorkerRegistry};
+use toren_store::{ChatStore, EventLog, SessionStore, SqliteStore, WorkerRegistry};
 use toren_store_postgres::{OpenError, PostgresOptions, PostgresStore};
 use toren_worker::ModelFactory as _;
 use tracing_subscriber::EnvFilter;
@@ -23,6 +23,22 @@ use crate::exit::Failure;
 /// Resolves settings from the environment; a bad value is a usage error (exit 2).
 pub(crate) fn settings() -> Result<Settings, Failure> {
     Settings::from_lookup(process_env).map_err(Failure::usage)
+}
+
+/// The Telegram bot's settings from the environment; a bad value is a usage error.
+pub(crate) fn telegram_settings() -> Result<toren_config::TelegramSettings, Failure> {
+    toren_config::TelegramSettings::from_lookup(process_env).map_err(Failure::usage)
+}
+
+/// The run service with sessions, and the bot's chat state, over one store.
+pub(crate) async fn service_and_chats(
+    settings: &Settings,
+) -> Result<(RunService, Arc<dyn ChatStore>), Failure> {
+    let store = open_store(settings).await?;
+    let service = service_with(settings, store.clone())
+        .with_sessions(store.clone())
+        .with_workers(store.clone());
+    Ok((service, store))
 }
 
 /// The diagnostics filter (`TOREN_LOG`), resolved before any command so that every command
@@ -54,13 +70,17 @@ fn process_env(name: &str) -> Option<String> {
 
 /// Looks a variable up in this process's environment (for granted sandbox variables).
 pub(crate) fn env_lookup(name: &str) -> Option<String> {
+    // The bot token is the runtime's credential: never granted to a sandbox.
+    if name == toren_config::TELEGRAM_BOT_TOKEN.name {
+        return None;
+    }
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
 /// A store as the binary uses it: the event log, the sessions and the worker registry,
 /// whichever backend holds them.
-pub(crate) trait Store: EventLog + SessionStore + WorkerRegistry {}
-impl<T: EventLog + SessionStore + WorkerRegistry> Store for T {}
+pub(crate) trait Store: EventLog + SessionStore + WorkerRegistry + ChatStore {}
+impl<T: EventLog + SessionStore + WorkerRegistry + ChatStore> Store for T {}
 
 /// Opens the store `TOREN_DATABASE_URL` names: a `postgres://` (or `postgresql://`) URL
 /// the Postgres store, with a pool of `TOREN_DATABASE_POOL_SIZE` connections, anything
@@ -449,6 +469,20 @@ pub(crate) async fn remove_container(settings: &Settings, key: &str) {
     };
     if let Err(e) = removed {
         tracing::warn!("could not remove the session's container: {e}");
+    }
+}
+
+/// Kills the E2B sandbox kept under `key` (a removed session's); what cannot be done is
+/// said, never fatal.
+pub(crate) async fn release_e2b(settings: &Settings, key: &str) {
+    let released = match e2b(settings).await {
+        Ok(backend) => SandboxBackend::release(&backend, key)
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(format!("{:#}", e.error)),
+    };
+    if let Err(e) = released {
+        tracing::warn!("could not kill the session's E2B sandbox: {e}");
     }
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod runs;
 pub(crate) mod sandbox;
 pub(crate) mod serve;
 pub(crate) mod sessions;
+pub(crate) mod telegram;
 pub(crate) mod worker;
 
 use toren_protocol::RunId;

@@ -44,6 +44,11 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
     let halt = CancellationToken::new();
     let mut tasks = JoinSet::new();
     let backends = backends(&settings, &service, &drain, &mut tasks).await?;
+    // The Telegram bot, when TELEGRAM_BOT_TOKEN is set: its own worker drives its chats.
+    let telegram = match args.no_telegram {
+        true => None,
+        false => crate::commands::telegram::start(&settings, &drain).await?,
+    };
     let metrics = Metrics::new();
     let identity = identity(&settings, args.workers)?;
     let holder = identity.instance.clone();
@@ -135,6 +140,11 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
         if let Err(e) = done {
             tracing::warn!("a serve task ended badly: {e}");
         }
+    }
+    if let Some(bot) = telegram
+        && let Err(e) = bot.await
+    {
+        tracing::warn!("the Telegram bot ended badly: {e}");
     }
     signals.abort();
     eprintln!("toren serve: stopped");

@@ -21,6 +21,7 @@ mod scripted;
 mod send;
 mod serve;
 mod settings;
+mod telegram;
 mod terminal;
 mod trust;
 mod usage;

@@ -1,0 +1,507 @@
+//! The Telegram bot through the real binary (`toren telegram`) against the local Bot API
+//! server of toren-test-support: a message from an allowed user becomes a session turn of
+//! a scripted agent and its reply arrives (edited as it streams); a stranger gets one
+//! refusal naming their id and reaches no agent; a bash call is approved by a button and
+//! runs only after it, a denied one reaches the model; a file sent with `send_to_channel`
+//! arrives as a photo or a document byte for byte with its caption; the bot killed with
+//! SIGKILL while a turn waits for approval is started again and the old button still
+//! works, with no update handled twice; a decision from the CLI while the button shows
+//! updates the message and a later press is told the decision that stands; the token is
+//! never in the event log, a log line or the sandbox.
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use serde_json::Value;
+use toren_test_support::telegram::{BotMessage, FakeTelegram};
+
+use super::common::{Toren, text};
+
+const TOKEN: &str = "4242:telegram-canary-token-value";
+const USER: i64 = 111;
+const STRANGER: i64 = 999;
+const WAIT: Duration = Duration::from_secs(60);
+
+fn toren_for(fake: &FakeTelegram) -> Toren {
+    Toren::new()
+        .env("TELEGRAM_BOT_TOKEN", TOKEN)
+        .env("TELEGRAM_API_URL", &fake.url())
+        .env("TOREN_TELEGRAM_USERS", &USER.to_string())
+        .env("TOREN_TELEGRAM_AGENT", "tg")
+        .env("TOREN_APPROVAL_POLL", "100ms")
+}
+
+fn bot(toren: &Toren) -> Child {
+    toren.spawn(&["telegram"])
+}
+
+/// Stops the bot and returns its stderr.
+fn stop(mut child: Child) -> String {
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    text(&out.stderr)
+}
+
+fn find(root: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(root).ok()?.flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = find(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn with_buttons(messages: &[BotMessage]) -> Vec<BotMessage> {
+    messages
+        .iter()
+        .filter(|m| !m.buttons().is_empty())
+        .cloned()
+        .collect()
+}
+
+fn button(message: &BotMessage, prefix: &str) -> String {
+    message
+        .buttons()
+        .into_iter()
+        .map(|(_, data)| data)
+        .find(|d| d.starts_with(prefix))
+        .unwrap()
+}
+
+fn runs(toren: &Toren) -> Vec<Value> {
+    let out = toren.run(&["runs", "list", "--json"]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_message_is_a_turn_whose_reply_streams_into_one_message_and_strangers_are_refused() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        "turns:\n  - text: \"Hello from the agent. Here is `code` & <b>no tags</b>.\"\n    delay_ms: 100\n",
+    );
+    toren.agent("tg", "name: tg\nmodel: scripted/tg.script.yaml\n");
+    let child = bot(&toren);
+    fake.send_text(STRANGER, "let me in");
+    fake.send_text(STRANGER, "please");
+    fake.send_text(USER, "hi");
+    let done = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Hello from the agent"))
+    });
+    let stderr = stop(child);
+    assert!(
+        done,
+        "no reply; bot stderr: {stderr}; calls: {:?}",
+        fake.calls()
+    );
+    let reply = fake
+        .messages(USER)
+        .into_iter()
+        .find(|m| m.text.contains("Hello from the agent"))
+        .unwrap();
+    assert_eq!(
+        reply.text,
+        "Hello from the agent. Here is <code>code</code> &amp; &lt;b&gt;no tags&lt;/b&gt;."
+    );
+    assert_eq!(reply.parse_mode.as_deref(), Some("HTML"));
+    assert!(
+        fake.calls_of("sendChatAction")
+            .iter()
+            .any(|c| c.str("action").as_deref() == Some("typing")),
+        "typing… was shown"
+    );
+    // The stranger got exactly one refusal, naming their id, and reached no agent.
+    let refusals = fake.messages(STRANGER);
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert!(refusals[0].text.contains("999"), "{}", refusals[0].text);
+    assert!(refusals[0].text.contains("TOREN_TELEGRAM_USERS"));
+    let all = runs(&toren);
+    assert_eq!(
+        all.len(),
+        1,
+        "only the allowed user's message made a run: {all:?}"
+    );
+    let run = all[0]["id"].as_str().unwrap();
+    let events = toren.events(run);
+    assert_eq!(events[0]["channel"]["kind"], "telegram");
+    assert_eq!(events[0]["channel"]["address"], USER.to_string());
+    assert_eq!(events[0]["input"], "hi");
+    // Every update was handled once and confirmed.
+    assert!(
+        fake.handed().values().all(|n| *n == 1),
+        "{:?}",
+        fake.handed()
+    );
+    assert!(!stderr.contains(TOKEN), "the token is never logged");
+}
+
+const APPROVALS: &str = r##"
+turns:
+  - tool_calls:
+      - bash: {command: "touch approved.txt && echo ran"}
+  - text: "It ran."
+  - tool_calls:
+      - bash: {command: "touch denied.txt"}
+  - text: "Understood, I did not run it."
+"##;
+
+#[test]
+fn a_button_approves_a_command_before_it_runs_and_a_denial_reaches_the_model() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file("tg.script.yaml", APPROVALS);
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: always\n",
+    );
+    let child = bot(&toren);
+    fake.send_text(USER, "make the file");
+    let asked = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| !m.buttons().is_empty())
+    });
+    assert!(asked, "no approval was posted: {:?}", fake.calls());
+    let ask = with_buttons(&fake.messages(USER)).remove(0);
+    assert!(
+        ask.text
+            .contains("<pre>touch approved.txt &amp;&amp; echo ran</pre>"),
+        "{}",
+        ask.text
+    );
+    assert!(
+        find(&toren.sandbox_root(), "approved.txt").is_none(),
+        "not run before the press"
+    );
+    let data = button(&ask, "a:");
+    assert!(data.len() <= 64);
+    let press = fake.press(USER, ask.message_id, &data);
+    let ran = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| m.text.contains("It ran."))
+    });
+    assert!(ran, "{:?}", fake.calls());
+    assert_eq!(fake.answer(press).as_deref(), Some("Approved."));
+    let decided = fake.message(USER, ask.message_id).unwrap();
+    assert!(
+        decided
+            .text
+            .contains("Approved by telegram:111 via telegram"),
+        "{}",
+        decided.text
+    );
+    assert!(decided.buttons().is_empty(), "the buttons went");
+    assert!(find(&toren.sandbox_root(), "approved.txt").is_some());
+    let summary = fake.messages(USER).into_iter().any(|m| {
+        m.text
+            .contains("▸ bash: <code>touch approved.txt &amp;&amp; echo ran</code> → exit 0")
+    });
+    assert!(
+        summary,
+        "the tool call is summarised: {:?}",
+        fake.messages(USER)
+    );
+
+    // The second turn: denied.
+    fake.send_text(USER, "now the other one");
+    let asked = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .filter(|m| !m.buttons().is_empty())
+            .count()
+            == 1
+            && v.messages(USER)
+                .iter()
+                .any(|m| m.text.contains("touch denied.txt") && !m.buttons().is_empty())
+    });
+    assert!(asked, "{:?}", fake.messages(USER));
+    let ask = with_buttons(&fake.messages(USER)).remove(0);
+    fake.press(USER, ask.message_id, &button(&ask, "d:"));
+    let answered = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("I did not run it"))
+    });
+    let stderr = stop(child);
+    assert!(answered, "{stderr}");
+    assert!(find(&toren.sandbox_root(), "denied.txt").is_none());
+    let all = runs(&toren);
+    assert_eq!(all.len(), 2);
+    let first = toren.events(all[1]["id"].as_str().unwrap());
+    let types: Vec<&str> = first.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let decided_at = types.iter().position(|t| *t == "approval_decided").unwrap();
+    let started_at = types.iter().position(|t| *t == "tool_started").unwrap();
+    assert!(decided_at < started_at, "{types:?}");
+    let decision = &first[decided_at];
+    assert_eq!(decision["by"], "telegram:111");
+    assert_eq!(decision["via"], "telegram");
+    assert_eq!(decision["approved"], true);
+    let second = toren.events(all[0]["id"].as_str().unwrap());
+    let denial = second
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap();
+    assert_eq!(denial["is_error"], true, "{denial}");
+    assert!(second.iter().all(|e| e["type"] != "tool_started"));
+}
+
+#[test]
+fn a_bot_killed_while_a_turn_waits_for_approval_resumes_and_the_old_button_works() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file("tg.script.yaml", APPROVALS);
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: always\n",
+    );
+    let mut child = bot(&toren);
+    fake.send_text(USER, "make the file");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| !m.buttons().is_empty())
+    }));
+    let old = with_buttons(&fake.messages(USER)).remove(0);
+    // SIGKILL: no chance to clean up.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let confirmed = fake.confirmed();
+    let child = bot(&toren);
+    // The restarted bot resumes the turn, which asks again; the old button still works.
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .filter(|m| !m.buttons().is_empty())
+            .count()
+            >= 2
+    }));
+    let press = fake.press(USER, old.message_id, &button(&old, "a:"));
+    let ran = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| m.text.contains("It ran."))
+    });
+    let stderr = stop(child);
+    assert!(ran, "{stderr}");
+    assert_eq!(fake.answer(press).as_deref(), Some("Approved."));
+    assert!(find(&toren.sandbox_root(), "approved.txt").is_some());
+    assert!(fake.confirmed() > confirmed);
+    assert!(
+        fake.handed().values().all(|n| *n == 1),
+        "no update handled twice: {:?}",
+        fake.handed()
+    );
+    let all = runs(&toren);
+    assert_eq!(all.len(), 1, "one turn, resumed: {all:?}");
+    assert_eq!(all[0]["status"], "completed");
+    let events = toren.events(all[0]["id"].as_str().unwrap());
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "tool_started")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_decision_from_the_cli_updates_the_message_and_a_later_press_is_told() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file("tg.script.yaml", APPROVALS);
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: always\n",
+    );
+    let toren = toren.env("USER", "alice");
+    let child = bot(&toren);
+    fake.send_text(USER, "make the file");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| !m.buttons().is_empty())
+    }));
+    let ask = with_buttons(&fake.messages(USER)).remove(0);
+    let run = toren.newest_run().unwrap();
+    let out = toren.run(&["approve", &run, "call_1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let updated = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.message_id == ask.message_id && m.text.contains("Approved by alice via cli"))
+    });
+    assert!(updated, "{:?}", fake.messages(USER));
+    let press = fake.press(USER, ask.message_id, &button(&ask, "d:"));
+    let told = fake.wait_for(WAIT, |v| v.answer(press).is_some());
+    let ran = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| m.text.contains("It ran."))
+    });
+    let stderr = stop(child);
+    assert!(told && ran, "{stderr}");
+    assert_eq!(
+        fake.answer(press).as_deref(),
+        Some("Already decided: approved by alice via cli.")
+    );
+    let events = toren.events(&run);
+    let decisions: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "approval_decided")
+        .collect();
+    assert_eq!(decisions.len(), 1, "the first decision stands");
+    assert_eq!(decisions[0]["via"], "cli");
+}
+
+#[test]
+fn files_sent_with_send_to_channel_arrive_byte_for_byte_and_uploads_land_in_the_workspace() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        r##"
+turns:
+  - tool_calls:
+      - bash: {command: "printf '\\211PNG\\r\\n\\032\\n\\0\\0\\0\\rIHDR\\0\\0\\0\\1\\0\\0\\0\\1\\10\\6\\0\\0\\0\\37\\25\\304\\211' > chart.png && printf '# Notes\\n' > notes.md && ls uploads"}
+  - tool_calls:
+      - send_to_channel: {path: chart.png, caption: "the chart"}
+      - send_to_channel: {path: notes.md, caption: "the notes"}
+  - text: "Sent both."
+"##,
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    fake.send_file(
+        USER,
+        "data.csv",
+        b"a,b\n1,2\n",
+        Some("here is my data"),
+        false,
+    );
+    let sent = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Sent both."))
+    });
+    let stderr = stop(child);
+    assert!(sent, "{stderr} {:?}", fake.calls());
+    let messages = fake.messages(USER);
+    let photo = messages.iter().find(|m| m.kind == "photo").unwrap();
+    let document = messages.iter().find(|m| m.kind == "document").unwrap();
+    let workspace = find(&toren.sandbox_root(), "chart.png")
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_owned();
+    assert_eq!(photo.text, "the chart");
+    assert_eq!(
+        photo.upload.as_ref().unwrap().bytes,
+        std::fs::read(workspace.join("chart.png")).unwrap()
+    );
+    assert_eq!(document.text, "the notes");
+    assert_eq!(document.upload.as_ref().unwrap().bytes, b"# Notes\n");
+    assert_eq!(
+        std::fs::read(workspace.join("uploads/data.csv")).unwrap(),
+        b"a,b\n1,2\n"
+    );
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    assert!(
+        events[0]["input"]
+            .as_str()
+            .unwrap()
+            .contains("uploads/data.csv"),
+        "the turn says where the file is: {}",
+        events[0]["input"]
+    );
+    let listing = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap();
+    assert!(
+        listing["output"].as_str().unwrap().contains("data.csv"),
+        "{listing}"
+    );
+    let delivered: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "message_delivered")
+        .collect();
+    assert_eq!(delivered.len(), 2);
+    assert_eq!(delivered[0]["channel"], "telegram");
+}
+
+#[test]
+fn the_token_never_reaches_the_event_log_the_logs_or_the_sandbox() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake).env("TOREN_LOG", "debug");
+    toren.file(
+        "tg.script.yaml",
+        r##"
+turns:
+  - tool_calls:
+      - bash: {command: "env; tr '\\0' '\\n' < /proc/self/environ; tr '\\0' '\\n' < /proc/1/environ; grep -rs telegram-can\"\"ary /workspace /tmp /home /etc 2>/dev/null | head -3; echo probed"}
+  - text: "Probed."
+"##,
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    // An agent file may not grant the bot token.
+    let greedy = toren.agent(
+        "greedy",
+        "name: greedy\nmodel: scripted/tg.script.yaml\nsandbox:\n  env: [TELEGRAM_BOT_TOKEN]\n",
+    );
+    let out = toren.run(&["check", greedy.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    std::fs::remove_file(greedy).unwrap();
+    let child = bot(&toren);
+    fake.send_text(USER, "probe");
+    let done = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| m.text.contains("Probed."))
+    });
+    let stderr = stop(child);
+    assert!(done, "{stderr}");
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    let output = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap()["output"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(output.contains("probed"), "{output}");
+    let log: String = events.iter().map(Value::to_string).collect();
+    assert!(
+        !log.contains("telegram-canary"),
+        "the event log holds the token"
+    );
+    assert!(
+        !output.contains("telegram-canary"),
+        "the sandbox saw the token: {output}"
+    );
+    assert!(
+        !stderr.contains("telegram-canary"),
+        "a log line holds the token: {stderr}"
+    );
+    // Nor any file the runtime wrote.
+    let mut stack = vec![toren.dir.path().join("toren")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                assert!(
+                    !bytes.windows(15).any(|w| w == b"telegram-canary"),
+                    "{} holds the token",
+                    path.display()
+                );
+            }
+        }
+    }
+}
