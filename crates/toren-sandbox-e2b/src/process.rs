@@ -139,10 +139,27 @@ pub(crate) async fn run(
         );
     }
     let url = target.client.endpoints().sandbox_url.clone();
-    let response = request.send().await.map_err(|e| Error::Network {
-        url: url.clone(),
-        detail: e.to_string(),
-    })?;
+    let response = match request.send().await {
+        Ok(response) => response,
+        // No connection was made, so the command did not start: worth trying again.
+        Err(e) if e.is_connect() => {
+            return Err(Error::Network {
+                url,
+                detail: e.to_string(),
+            });
+        }
+        // The request may have reached envd: the command may be running, unseen.
+        Err(e) => {
+            return Ok(Ran {
+                ended: Ended::Broken(Error::Network {
+                    url,
+                    detail: format!("the request to start the command failed: {e}"),
+                }),
+                output: String::new(),
+                truncated: false,
+            });
+        }
+    };
     let status = response.status();
     if !status.is_success() {
         let body = response.bytes().await.unwrap_or_default();

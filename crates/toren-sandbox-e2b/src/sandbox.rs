@@ -288,7 +288,14 @@ impl Sandbox for E2bSandbox {
                 id: &id,
                 token: token.as_deref(),
             };
-            let ran = process::run(&target, &message, req.timeout, req.output_limit, None).await;
+            // A command whose request never got a connection did not start: retried.
+            let ran = self
+                .setup
+                .client
+                .retrying("start a command", || {
+                    process::run(&target, &message, req.timeout, req.output_limit, None)
+                })
+                .await;
             let notes: String = locked(&self.notes).drain(..).collect();
             return match ran {
                 Ok(ran) => match ran.ended {

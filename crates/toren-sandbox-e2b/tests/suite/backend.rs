@@ -368,3 +368,23 @@ async fn a_worker_without_the_pinned_host_directory_still_drives_the_run() {
         "fine\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_the_data_plane_turned_away_is_retried() {
+    let fx = Fixture::new();
+    let backend = fx.backend();
+    let sandbox = backend
+        .open(&run_id(), &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    fx.fake.set_faults(Faults {
+        envd_429: 2,
+        ..Faults::default()
+    });
+    let out = super::support::run(
+        sandbox.as_ref(),
+        "echo once >> /workspace/ran; cat /workspace/ran",
+    )
+    .await;
+    assert_eq!((out.exit_code, out.output.as_str()), (Some(0), "once\n"));
+}

@@ -104,7 +104,11 @@ async fn handle(
         return plain_error(400, "missing E2b-Sandbox-Id");
     };
     let target = {
-        let st = lock(&state);
+        let mut st = lock(&state);
+        if st.faults.envd_429 > 0 {
+            st.faults.envd_429 -= 1;
+            return plain_error(429, "rate limit exceeded");
+        }
         let html = st.faults.html_502;
         match st.sandboxes.get(&id) {
             Some(s) if !s.paused => {

@@ -85,6 +85,8 @@ pub struct Faults {
     pub cut_next_stream: bool,
     /// Every control-plane request answers 502 with an HTML body.
     pub control_down: bool,
+    /// The next this many data-plane requests answer 429 (the proxy's rate limit).
+    pub envd_429: u32,
 }
 
 /// What the fake knows of one sandbox.
