@@ -8,6 +8,7 @@ mod config_errors;
 mod context;
 mod docker;
 mod e2b;
+mod fleet_chaos;
 mod fleet_netns;
 mod follow;
 mod leases;
