@@ -486,20 +486,6 @@ pub(crate) async fn release_e2b(settings: &Settings, key: &str) {
     }
 }
 
-/// Kills the E2B sandbox kept under `key` (a removed session's); what cannot be done is
-/// said, never fatal.
-pub(crate) async fn release_e2b(settings: &Settings, key: &str) {
-    let released = match e2b(settings).await {
-        Ok(backend) => SandboxBackend::release(&backend, key)
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(format!("{:#}", e.error)),
-    };
-    if let Err(e) = released {
-        tracing::warn!("could not kill the session's E2B sandbox: {e}");
-    }
-}
-
 /// Whether this process runs inside a container: the files container engines put at the
 /// root of every container they start (Docker's `/.dockerenv`, Podman's
 /// `/run/.containerenv`). The compose worker uses it to refuse docker sandboxes.
