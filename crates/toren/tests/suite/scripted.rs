@@ -39,7 +39,7 @@ fn tool_outputs(events: &[Value]) -> Vec<(String, Value, Value)> {
 
 #[test]
 fn a_scripted_agent_works_in_its_workspace_and_the_log_shows_it() {
-    let toren = Toren::new();
+    let toren = Toren::new().env("TOREN_WORKSPACE_VOLUME", "volume-1");
     toren.file("work.yaml", WORK_SCRIPT);
     toren.agent("worker", WORK_AGENT);
 
@@ -128,6 +128,7 @@ fn a_scripted_agent_works_in_its_workspace_and_the_log_shows_it() {
             "env": [],
             "limits": {"cpu_secs": 600, "memory": 2147483648_u64, "pids": 512},
             "workspace": ws.display().to_string(),
+            "volume": "volume-1",
         })
     );
     assert_eq!(events[0]["input"], "do the work");
