@@ -169,8 +169,13 @@ impl E2bSandbox {
                     why: format!("could not make /workspace: {}", ran.output.trim()),
                 });
             }
-            let previous = locked(&self.last).as_ref().map(|(id, _)| id.clone());
-            if let Some(old) = previous {
+            // The sandbox this process used, else the one a process on this machine last
+            // noted for the run (a worker that died and whose sandbox expired since).
+            let previous = locked(&self.last)
+                .as_ref()
+                .map(|(id, _)| id.clone())
+                .or_else(|| self.noted());
+            if let Some(old) = previous.filter(|old| *old != id) {
                 locked(&self.notes).push(format!(
                     "[the E2B sandbox `{old}` is gone (killed or expired), and with it the files \
                      in its /workspace; this command ran in a new, empty sandbox `{id}`. The \
@@ -180,6 +185,7 @@ impl E2bSandbox {
             }
         }
         tracing::info!(sandbox = %id, envd = %info.envd_version, fresh, "E2B sandbox ready");
+        self.note(&id);
         *locked(&self.last) = Some((id.clone(), info.envd_version.clone()));
         let keepalive = tokio::spawn(keep_alive(s.client.clone(), id.clone(), s.lifetime));
         *live = Some(Live {
@@ -188,6 +194,26 @@ impl E2bSandbox {
             keepalive,
         });
         Ok((id, token))
+    }
+
+    /// Where this machine notes the run's sandbox id: in the run's host workspace
+    /// directory, which on e2b is only a stand-in that no sandbox sees (the VM's disk is
+    /// the workspace). Not beside it: the run's private directory holds the workspace alone.
+    fn note_path(&self) -> Option<std::path::PathBuf> {
+        Some(self.setup.workspace.path().join(".toren-e2b-sandbox"))
+    }
+
+    fn noted(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.note_path()?).ok()?;
+        Some(text.trim().to_owned()).filter(|id| !id.is_empty())
+    }
+
+    fn note(&self, id: &str) {
+        if let Some(path) = self.note_path()
+            && let Err(err) = std::fs::write(&path, format!("{id}\n"))
+        {
+            tracing::warn!(path = %path.display(), %err, "could not note the run's E2B sandbox");
+        }
     }
 
     /// Forgets the sandbox `id` (gone), so the next command makes a new one.

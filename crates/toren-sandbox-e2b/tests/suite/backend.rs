@@ -388,3 +388,33 @@ async fn a_command_the_data_plane_turned_away_is_retried() {
     .await;
     assert_eq!((out.exit_code, out.output.as_str()), (Some(0), "once\n"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumed_run_whose_sandbox_expired_meanwhile_is_told_its_files_are_lost() {
+    let fx = Fixture::new();
+    let run = run_id();
+    let first = fx.backend();
+    let sandbox = first
+        .open(&run, &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    let old = sandbox.instance_id();
+    drop(sandbox);
+    drop(first);
+    // The worker died; its sandbox expired before another process resumed the run.
+    assert!(fx.fake.kill(&old));
+    let second = fx.backend();
+    let again = second
+        .open(&run, &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    assert_ne!(again.instance_id(), old);
+    let out = super::support::run(again.as_ref(), "echo on").await;
+    assert!(
+        out.output
+            .contains(&format!("the E2B sandbox `{old}` is gone")),
+        "{}",
+        out.output
+    );
+    assert!(out.output.ends_with("on\n"), "{}", out.output);
+}
