@@ -505,3 +505,127 @@ turns:
         }
     }
 }
+
+#[test]
+fn deny_with_reason_takes_the_next_message_and_commands_answer() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        r##"
+turns:
+  - tool_calls:
+      - bash: {command: "rm -rf build"}
+  - text: "Fine, I kept the build."
+"##,
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: always\n",
+    );
+    let child = bot(&toren);
+    fake.send_text(USER, "/start");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Agent: <b>tg</b>"))
+    }));
+    let start = fake.messages(USER).remove(0);
+    assert!(start.text.contains("Workspace: <code>"), "{}", start.text);
+    fake.send_text(USER, "clean up");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| !m.buttons().is_empty())
+    }));
+    let ask = with_buttons(&fake.messages(USER)).remove(0);
+    fake.send_text(USER, "/status");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("It waits for your approval."))
+    }));
+    let press = fake.press(USER, ask.message_id, &button(&ask, "r:"));
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Send the reason for denying"))
+    }));
+    assert_eq!(
+        fake.answer(press).as_deref(),
+        Some("Send the reason as your next message.")
+    );
+    fake.send_text(USER, "we still need the build");
+    let done = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Fine, I kept the build."))
+    });
+    let stderr = stop(child);
+    assert!(done, "{stderr}");
+    let decided = fake.message(USER, ask.message_id).unwrap();
+    assert!(
+        decided
+            .text
+            .contains("Denied by telegram:111 via telegram: we still need the build"),
+        "{}",
+        decided.text
+    );
+    let all = runs(&toren);
+    assert_eq!(all.len(), 1, "the reason was not a turn of its own");
+    let events = toren.events(all[0]["id"].as_str().unwrap());
+    let decision = events
+        .iter()
+        .find(|e| e["type"] == "approval_decided")
+        .unwrap();
+    assert_eq!(decision["approved"], false);
+    assert_eq!(decision["reason"], "we still need the build");
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap();
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("we still need the build"),
+        "the model reads the reason: {result}"
+    );
+}
+
+#[test]
+fn telegram_out_of_reach_never_fails_the_run() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo hi\"}\n  - text: \"Done anyway.\"\n",
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    // Every message the bot sends or edits is refused for longer than it waits.
+    for method in ["sendMessage", "editMessageText", "sendChatAction"] {
+        fake.rate_limit(method, 3600, 1000);
+    }
+    let child = bot(&toren);
+    fake.send_text(USER, "go");
+    // The bot tried to answer and was refused.
+    let tried = fake.wait_for(WAIT, |v| {
+        v.calls()
+            .iter()
+            .any(|c| c.method == "sendMessage" && c.status == 429)
+    });
+    assert!(tried, "{:?}", fake.calls());
+    let mut status = Value::Null;
+    for _ in 0..600 {
+        let all = runs(&toren);
+        status = all[0]["status"].clone();
+        if status == "completed" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stderr = stop(child);
+    assert_eq!(status, "completed", "{stderr}");
+    assert!(!stderr.contains(TOKEN));
+}
