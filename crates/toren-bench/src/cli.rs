@@ -44,6 +44,10 @@ pub(crate) enum Command {
     /// A new run's sandbox start to its first command's output, per backend; for docker,
     /// each Engine API call of the start timed on its own.
     SandboxStart(crate::sandbox_start::SandboxStartArgs),
+    /// `toren worker` fleets: runs/s and events/s for 1, 2 and 4 worker processes on
+    /// Postgres and on SQLite (no-tool and one-bash agents), the claim latency from a run's
+    /// creation to its first worker event, and each store's per-event commit cost.
+    Fleet(crate::fleet::FleetArgs),
     /// Every other benchmark in turn (their defaults, or small loads with --quick): each
     /// table printed, each JSON written, and a summary in target/toren-bench/all.json.
     All(crate::all::AllArgs),

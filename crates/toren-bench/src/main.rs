@@ -13,6 +13,7 @@ mod all;
 mod api_load;
 mod cli;
 mod concurrency;
+mod fleet;
 mod journal;
 mod model;
 mod replay;
@@ -76,6 +77,7 @@ pub(crate) async fn run(command: Command, quick: bool) -> anyhow::Result<api_loa
         Command::Replay(args) => replay::run(args, quick).await,
         Command::ToolCall(args) => tool_call::run(args, quick).await,
         Command::SandboxStart(args) => sandbox_start::run(args, quick).await,
+        Command::Fleet(args) => fleet::run(args, quick).await,
         Command::All(args) => all::run(args, quick).await,
     }
 }
