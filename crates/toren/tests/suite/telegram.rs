@@ -629,3 +629,26 @@ fn telegram_out_of_reach_never_fails_the_run() {
     assert_eq!(status, "completed", "{stderr}");
     assert!(!stderr.contains(TOKEN));
 }
+
+#[test]
+fn toren_serve_runs_the_bot_unless_told_not_to() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake).env("TOREN_API_ADDR", "127.0.0.1:0");
+    toren.file("tg.script.yaml", "turns:\n  - text: \"Served by serve.\"\n");
+    toren.agent("tg", "name: tg\nmodel: scripted/tg.script.yaml\n");
+    let off = toren.spawn(&["serve", "--no-telegram"]);
+    let on = toren.spawn(&["serve"]);
+    fake.send_text(USER, "hello");
+    let answered = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Served by serve."))
+    });
+    let on_stderr = stop(on);
+    let off_stderr = stop(off);
+    assert!(answered, "{on_stderr}");
+    assert!(on_stderr.contains("Telegram bot on"), "{on_stderr}");
+    assert!(!off_stderr.contains("Telegram bot on"), "{off_stderr}");
+    assert!(!on_stderr.contains(TOKEN) && !off_stderr.contains(TOKEN));
+    assert_eq!(runs(&toren).len(), 1);
+}
