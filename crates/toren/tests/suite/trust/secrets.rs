@@ -15,12 +15,13 @@ use super::{Backend, report};
 use crate::suite::common::{Toren, text};
 
 /// The credentials of the runtime itself; `MY_APP_DB_URL` is the operator's own variable.
-const RUNTIME_VARS: [&str; 5] = [
+const RUNTIME_VARS: [&str; 6] = [
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
     "E2B_API_KEY",
     "TOREN_API_TOKEN",
     "TOREN_DATABASE_URL",
+    "TELEGRAM_BOT_TOKEN",
 ];
 
 struct Canaries {
