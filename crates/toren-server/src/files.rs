@@ -195,7 +195,7 @@ pub(crate) async fn session_file(
 }
 
 /// The host path of the workspace pinned in the run's `run_created`.
-async fn run_workspace(state: &AppState, id: &str) -> Result<String, Problem> {
+pub(crate) async fn run_workspace(state: &AppState, id: &str) -> Result<String, Problem> {
     let run = run_id(id)?;
     let first = state.service.events(&run, 0).await?;
     let pinned = first.into_iter().find_map(|e| match e.kind {
@@ -209,7 +209,7 @@ async fn run_workspace(state: &AppState, id: &str) -> Result<String, Problem> {
     }
 }
 
-async fn session_workspace(state: &AppState, id: &str) -> Result<String, Problem> {
+pub(crate) async fn session_workspace(state: &AppState, id: &str) -> Result<String, Problem> {
     let session = find_session(state, id).await?;
     session
         .policy
@@ -274,7 +274,7 @@ fn serve_blocking(root: &str, path: &str) -> Result<Response, Problem> {
 
 /// The client's view of why `path` cannot be served: the sandbox's messages name only the
 /// path the client gave, never the host's.
-fn problem(path: &str, error: toren_sandbox::Error) -> Problem {
+pub(crate) fn problem(path: &str, error: toren_sandbox::Error) -> Problem {
     use toren_sandbox::Error as E;
     match error {
         E::PathEscape { .. } | E::InvalidPath { .. } => {

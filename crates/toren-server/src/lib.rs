@@ -2,7 +2,7 @@
 //! get, list (`listing`: filters and cursor pages) and cancel runs, read their events as
 //! JSON or follow them as Server-Sent Events, and see and decide their approvals; sessions
 //! and their turns, with one stream of all their events (`session_events`); workspace files
-//! (`files`); Prometheus metrics (`metrics`). Every route but `/healthz`, `/readyz` and `/openapi.json` needs a bearer
+//! (`files`); Prometheus metrics (`metrics`); the web page at `/` and `/ui/…` (`web`). Every route but `/healthz`, `/readyz` and `/openapi.json` needs a bearer
 //! token; every error is an `application/problem+json` document without internals. Each
 //! route is documented where its handler is (`#[utoipa::path]`), and [`openapi()`] is the
 //! OpenAPI 3.1 document collected from them (`openapi.rs`). The router
@@ -20,6 +20,7 @@ mod runs;
 mod session_events;
 mod sessions;
 mod tokens;
+mod web;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -70,8 +71,12 @@ pub fn app(state: AppState) -> Router {
         ))
         .split_for_parts();
     let (public, _) = public_routes().split_for_parts();
+    // The web page (`web`): its pages, and the same guarded routes under `/ui/api` behind
+    // the sign-in cookie and CSRF token instead of the bearer header.
+    let (api_for_web, _) = guarded_routes().split_for_parts();
     public
         .merge(guarded)
+        .merge(web::router(state.clone(), api_for_web))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

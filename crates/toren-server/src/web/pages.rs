@@ -1,0 +1,656 @@
+//! The pages, rendered on the server from the run service (as the API's handlers read it)
+//! with every value escaped; live parts are filled in by `app.js` from the API's event
+//! streams under `/ui/api`.
+
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use axum::extract::{Extension, Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use futures::StreamExt as _;
+use toren_protocol::{EventKind, RunStatus};
+use toren_runtime::ApprovalState;
+use toren_sandbox::{EntryKind, Workspace};
+use toren_store::{RunQuery, RunSummary};
+
+use super::Signed;
+use super::html::{esc, url, url_path};
+use crate::AppState;
+use crate::error::Problem;
+
+/// How often the runs list's live stream looks at the store.
+const LIVE_EVERY: Duration = Duration::from_secs(1);
+
+/// The largest text file shown inline (bigger ones are offered for download).
+const VIEW_LIMIT: usize = 1024 * 1024;
+
+fn status_name(status: RunStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// A whole page: head, the navigation with the sign-out form, `body`.
+fn layout(title: &str, signed: Option<&Signed>, page: &str, body: &str) -> Response {
+    let mut out = String::with_capacity(body.len() + 1024);
+    out.push_str("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
+    let _ = write!(out, "<title>{}</title>", esc(title));
+    if let Some(signed) = signed {
+        let _ = write!(
+            out,
+            "<meta name=\"csrf\" content=\"{}\">",
+            esc(&signed.csrf)
+        );
+    }
+    out.push_str("<link rel=\"stylesheet\" href=\"/ui/static/app.css\">");
+    out.push_str("<script src=\"/ui/static/app.js\" defer></script></head>");
+    let _ = write!(out, "<body data-page=\"{}\">", esc(page));
+    out.push_str("<header><a class=\"brand\" href=\"/ui/runs\">Toren</a>");
+    if let Some(signed) = signed {
+        out.push_str("<nav><a href=\"/ui/runs\">Runs</a><a href=\"/ui/approvals\">Approvals</a>");
+        let _ = write!(
+            out,
+            "<form method=\"post\" action=\"/ui/sign-out\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" id=\"sign-out\" title=\"signed in as {}\">Sign out</button></form></nav>",
+            esc(&signed.csrf),
+            esc(&signed.name)
+        );
+    }
+    out.push_str("</header><main>");
+    out.push_str(body);
+    out.push_str("</main></body></html>");
+    Html(out).into_response()
+}
+
+pub(super) fn sign_in(error: Option<&str>, status: StatusCode) -> Response {
+    let mut body = String::from("<h1>Sign in</h1>");
+    if let Some(error) = error {
+        let _ = write!(
+            body,
+            "<p class=\"error\" id=\"sign-in-error\">{}</p>",
+            esc(error)
+        );
+    }
+    body.push_str(
+        "<form method=\"post\" action=\"/ui/sign-in\" class=\"sign-in\">\
+         <label for=\"token\">API token</label>\
+         <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"current-password\" required>\
+         <button type=\"submit\" id=\"sign-in\">Sign in</button></form>\
+         <p class=\"muted\">A token of <code>TOREN_API_TOKEN</code> or <code>TOREN_API_TOKENS</code>; it is kept in an HttpOnly cookie.</p>",
+    );
+    let mut response = layout("Sign in — Toren", None, "sign-in", &body);
+    *response.status_mut() = status;
+    response
+}
+
+/// How many approvals wait, across runs (a session's turns are runs).
+async fn pending_count(state: &AppState) -> Result<usize, Problem> {
+    Ok(waiting_runs(state).await?.len())
+}
+
+async fn waiting_runs(state: &AppState) -> Result<Vec<RunSummary>, Problem> {
+    let query = RunQuery {
+        statuses: vec![RunStatus::AwaitingApproval],
+        agent: None,
+        limit: 1000,
+        after: None,
+    };
+    Ok(state.service.list_page(&query).await?.runs)
+}
+
+fn title_with(count: usize, what: &str) -> String {
+    if count == 0 {
+        format!("{what} — Toren")
+    } else {
+        format!("({count}) {what} — Toren")
+    }
+}
+
+const STATUSES: [&str; 7] = [
+    "queued",
+    "running",
+    "awaiting_approval",
+    "completed",
+    "failed",
+    "cancelled",
+    "interrupted",
+];
+
+/// The runs, newest first, filtered by `status` and `agent` as `GET /runs` is.
+pub(crate) async fn runs(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, Problem> {
+    let pairs: Vec<(String, String)> = raw
+        .as_deref()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (super::form_decode(k), super::form_decode(v)))
+        .filter(|(k, v)| matches!(k.as_str(), "status" | "agent" | "cursor") && !v.is_empty())
+        .collect();
+    let query = crate::listing::parse(&pairs)?;
+    let page = state.service.list_page(&query).await?;
+    let pending = pending_count(&state).await?;
+    let chosen_status = pairs
+        .iter()
+        .find(|(k, _)| k == "status")
+        .map(|(_, v)| v.as_str());
+    let chosen_agent = pairs
+        .iter()
+        .find(|(k, _)| k == "agent")
+        .map(|(_, v)| v.as_str());
+
+    let mut body = String::from("<h1>Runs</h1>");
+    body.push_str("<form method=\"get\" action=\"/ui/runs\" class=\"filters\"><label>Status <select name=\"status\" id=\"filter-status\"><option value=\"\">any</option>");
+    for s in STATUSES {
+        let selected = if chosen_status == Some(s) {
+            " selected"
+        } else {
+            ""
+        };
+        let _ = write!(
+            body,
+            "<option value=\"{s}\"{selected}>{}</option>",
+            s.replace('_', " ")
+        );
+    }
+    let _ = write!(
+        body,
+        "</select></label><label>Agent <input name=\"agent\" id=\"filter-agent\" value=\"{}\"></label><button type=\"submit\">Filter</button></form>",
+        esc(chosen_agent.unwrap_or_default())
+    );
+    let _ = write!(
+        body,
+        "<p class=\"muted\"><a href=\"/ui/approvals\" id=\"pending-link\"><span id=\"pending-count\">{pending}</span> waiting for approval</a></p>"
+    );
+    if page.runs.is_empty() {
+        body.push_str("<p id=\"no-runs\">No runs.</p>");
+    }
+    body.push_str("<table class=\"runs\" id=\"runs\"><thead><tr><th>Run</th><th>Agent</th><th>Status</th><th>Created</th><th>Updated</th></tr></thead><tbody>");
+    for run in &page.runs {
+        let id = run.id.as_str();
+        let status = status_name(run.status);
+        let _ = write!(
+            body,
+            "<tr data-run=\"{id}\"><td><a href=\"/ui/runs/{}\">{id}</a></td><td>{}</td><td><span class=\"status status-{status}\" data-status>{}</span></td><td>{}</td><td data-updated>{}</td></tr>",
+            url(run.id.as_str()),
+            esc(&run.agent),
+            status.replace('_', " "),
+            esc(&short_time(run.created_at)),
+            esc(&short_time(run.updated_at)),
+            id = esc(id),
+        );
+    }
+    body.push_str("</tbody></table>");
+    if let Some(next) = &page.next {
+        let mut link = String::from("/ui/runs?cursor=");
+        link.push_str(&url(&next.encode()));
+        for (k, v) in pairs.iter().filter(|(k, _)| k != "cursor") {
+            let _ = write!(link, "&{}={}", url(k), url(v));
+        }
+        let _ = write!(
+            body,
+            "<p><a href=\"{}\" id=\"next-page\">Older runs</a></p>",
+            esc(&link)
+        );
+    }
+    Ok(layout(
+        &title_with(pending, "Runs"),
+        Some(&signed),
+        "runs",
+        &body,
+    ))
+}
+
+fn short_time(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// One run: the header from the store, everything else from its event stream (`app.js`).
+pub(crate) async fn run(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let run = crate::runs::run_id(&id)?;
+    let view = state.service.get(&run).await?;
+    let pending = pending_count(&state).await?;
+    let summary = &view.summary;
+    let id = summary.id.as_str();
+    let status = status_name(summary.status);
+    let events = state.service.events(&run, 0).await?;
+    let session = events.iter().find_map(|e| match &e.kind {
+        EventKind::RunCreated(c) => c.session.clone(),
+        _ => None,
+    });
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>Run <code>{}</code></h1><p class=\"meta\">Agent <strong>{}</strong> · <span id=\"run-status\" class=\"status status-{status}\">{}</span> · created {}",
+        esc(id),
+        esc(&summary.agent),
+        status.replace('_', " "),
+        esc(&short_time(summary.created_at)),
+    );
+    if let Some(session) = &session {
+        let _ = write!(
+            body,
+            " · turn {} of session <a href=\"/ui/sessions/{}\">{}</a>",
+            session.turn,
+            url(&session.id),
+            esc(&session.name)
+        );
+    }
+    let _ = write!(
+        body,
+        "</p><p class=\"actions\"><a href=\"/ui/runs/{}/files/\" id=\"workspace-link\">Workspace</a> <button type=\"button\" id=\"cancel\" class=\"danger\"{}>Cancel run</button> <span id=\"stream-state\" class=\"muted\"></span></p>",
+        url(id),
+        if summary.status.is_terminal() {
+            " hidden"
+        } else {
+            ""
+        },
+    );
+    body.push_str("<section id=\"approval\" class=\"approval\" hidden><h2>Waiting for approval</h2><pre id=\"approval-command\"></pre><input id=\"approval-reason\" placeholder=\"Reason (optional; a denial's reason is told to the model)\"><p><button type=\"button\" id=\"approve\">Approve</button> <button type=\"button\" id=\"deny\" class=\"danger\">Deny</button></p><p id=\"approval-error\" class=\"error\"></p></section>");
+    body.push_str("<section class=\"panel\"><h2>Input</h2><pre id=\"run-input\"></pre></section>");
+    body.push_str("<details class=\"panel\" id=\"policy\"><summary>Pinned policy</summary><dl id=\"policy-list\"></dl></details>");
+    body.push_str("<section class=\"panel\"><h2>Usage</h2><p id=\"usage\">0 input tokens · 0 output tokens</p></section>");
+    let _ = write!(
+        body,
+        "<section><h2>Conversation</h2><ol id=\"timeline\" data-run=\"{}\" data-events=\"/ui/api/runs/{}/events\"></ol><div id=\"streaming\" class=\"assistant streaming\" hidden></div></section>",
+        esc(id),
+        url(id)
+    );
+    let what = format!("Run {id}");
+    Ok(layout(
+        &title_with(pending, &what),
+        Some(&signed),
+        "run",
+        &body,
+    ))
+}
+
+/// Every pending approval across runs and sessions, oldest first, each decidable here.
+pub(crate) async fn approvals(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+) -> Result<Response, Problem> {
+    let mut waiting = Vec::new();
+    for run in waiting_runs(&state).await? {
+        let events = state.service.events(&run.id, 0).await?;
+        let session = events.iter().find_map(|e| match &e.kind {
+            EventKind::RunCreated(c) => c.session.clone(),
+            _ => None,
+        });
+        for approval in toren_runtime::approvals_of(&events) {
+            if approval.state == ApprovalState::Pending {
+                waiting.push((run.clone(), session.clone(), approval));
+            }
+        }
+    }
+    waiting.sort_by_key(|(_, _, a)| a.requested_at);
+    let mut body = format!(
+        "<h1>Approvals</h1><p class=\"muted\">{} waiting, oldest first.</p>",
+        waiting.len()
+    );
+    body.push_str("<ol class=\"approvals\" id=\"approvals\">");
+    for (run, session, approval) in &waiting {
+        let id = run.id.as_str();
+        let _ = write!(
+            body,
+            "<li class=\"approval\" data-run=\"{}\" data-call=\"{}\"><p class=\"meta\"><a href=\"/ui/runs/{}\">{}</a> · {} · {}",
+            esc(id),
+            esc(&approval.call_id),
+            url(id),
+            esc(id),
+            esc(&run.agent),
+            esc(&short_time(approval.requested_at)),
+        );
+        if let Some(s) = session {
+            let _ = write!(
+                body,
+                " · session <a href=\"/ui/sessions/{}\">{}</a>",
+                url(&s.id),
+                esc(&s.name)
+            );
+        }
+        let _ = write!(
+            body,
+            "</p><pre>{}</pre><input class=\"reason\" placeholder=\"Reason (optional)\"><p><button type=\"button\" class=\"decide\" data-decision=\"approve\">Approve</button> <button type=\"button\" class=\"decide danger\" data-decision=\"deny\">Deny</button> <span class=\"result\"></span></p></li>",
+            esc(&approval.command)
+        );
+    }
+    body.push_str("</ol>");
+    Ok(layout(
+        &title_with(waiting.len(), "Approvals"),
+        Some(&signed),
+        "approvals",
+        &body,
+    ))
+}
+
+/// A session: its turns as a chat, a box for the next message, its workspace.
+pub(crate) async fn session(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+    Path(key): Path<String>,
+) -> Result<Response, Problem> {
+    let session = crate::sessions::find_session(&state, &key).await?;
+    let view = state.service.session_view(&session.name).await?;
+    let pending = pending_count(&state).await?;
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>Session {}</h1><p class=\"meta\">Agent <strong>{}</strong> · <a href=\"/ui/sessions/{}/files/\" id=\"workspace-link\">Workspace</a></p><ol class=\"chat\" id=\"chat\">",
+        esc(&session.name),
+        esc(&session.agent.name),
+        url(&session.id)
+    );
+    for turn in &view.turns {
+        let events = state.service.events(&turn.run_id, 0).await?;
+        let status = status_name(turn.status);
+        let _ = write!(
+            body,
+            "<li class=\"turn\" data-run=\"{}\" data-turn=\"{}\">",
+            esc(turn.run_id.as_str()),
+            turn.turn
+        );
+        for event in &events {
+            match &event.kind {
+                EventKind::RunCreated(c) => {
+                    let _ = write!(
+                        body,
+                        "<div class=\"user\"><pre>{}</pre></div>",
+                        esc(&c.input)
+                    );
+                }
+                EventKind::RunCompleted(c) => {
+                    let _ = write!(
+                        body,
+                        "<div class=\"assistant\"><pre>{}</pre></div>",
+                        esc(&c.output)
+                    );
+                }
+                EventKind::RunFailed(f) => {
+                    let _ = write!(
+                        body,
+                        "<div class=\"error\"><pre>{}</pre></div>",
+                        esc(&f.error)
+                    );
+                }
+                _ => {}
+            }
+        }
+        let _ = write!(
+            body,
+            "<p class=\"meta\">turn {} · <a href=\"/ui/runs/{}\">run</a> · <span class=\"status status-{status}\">{}</span></p></li>",
+            turn.turn,
+            url(turn.run_id.as_str()),
+            status.replace('_', " ")
+        );
+    }
+    body.push_str("</ol>");
+    let _ = write!(
+        body,
+        "<form id=\"send\" class=\"send\" data-session=\"{}\"><textarea id=\"message\" rows=\"3\" placeholder=\"Your next message\" required></textarea><button type=\"submit\" id=\"send-button\">Send</button><span id=\"send-result\" class=\"muted\"></span></form>",
+        esc(&session.id)
+    );
+    let what = format!("Session {}", session.name);
+    Ok(layout(
+        &title_with(pending, &what),
+        Some(&signed),
+        "session",
+        &body,
+    ))
+}
+
+/// Which workspace a file page is of.
+enum Owner {
+    Run(String),
+    Session(String),
+}
+
+impl Owner {
+    fn ui(&self) -> String {
+        match self {
+            Self::Run(id) => format!("/ui/runs/{}", url(id)),
+            Self::Session(id) => format!("/ui/sessions/{}", url(id)),
+        }
+    }
+    fn api(&self) -> String {
+        format!("/ui/api{}", &self.ui()[3..])
+    }
+    fn label(&self) -> String {
+        match self {
+            Self::Run(id) => format!("run {id}"),
+            Self::Session(id) => format!("session {id}"),
+        }
+    }
+}
+
+pub(crate) async fn run_files_root(
+    state: State<AppState>,
+    signed: Extension<Signed>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    files(state, signed, Owner::Run(id), String::new()).await
+}
+
+pub(crate) async fn run_files(
+    state: State<AppState>,
+    signed: Extension<Signed>,
+    Path((id, path)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    files(state, signed, Owner::Run(id), path).await
+}
+
+pub(crate) async fn session_files_root(
+    state: State<AppState>,
+    signed: Extension<Signed>,
+    Path(key): Path<String>,
+) -> Result<Response, Problem> {
+    files(state, signed, Owner::Session(key), String::new()).await
+}
+
+pub(crate) async fn session_files(
+    state: State<AppState>,
+    signed: Extension<Signed>,
+    Path((key, path)): Path<(String, String)>,
+) -> Result<Response, Problem> {
+    files(state, signed, Owner::Session(key), path).await
+}
+
+/// What a workspace path is.
+enum Found {
+    Directory(Vec<(String, EntryKind, u64)>),
+    File(Vec<u8>),
+}
+
+fn look(root: &str, path: &str) -> Result<Found, Problem> {
+    let workspace = Workspace::open_path(std::path::Path::new(root))
+        .map_err(|_| Problem::not_found("the workspace is gone"))?;
+    let is_dir = path.is_empty()
+        || workspace
+            .metadata(path)
+            .map_err(|e| crate::files::problem(path, e))?
+            .kind
+            == EntryKind::Directory;
+    if is_dir {
+        let mut entries: Vec<_> = workspace
+            .list(path)
+            .map_err(|e| crate::files::problem(path, e))?
+            .into_iter()
+            .map(|(name, info)| (name, info.kind, info.len))
+            .collect();
+        entries.sort_by(|a, b| {
+            (a.1 != EntryKind::Directory, &a.0).cmp(&(b.1 != EntryKind::Directory, &b.0))
+        });
+        return Ok(Found::Directory(entries));
+    }
+    let bytes = workspace
+        .read(path, crate::FILE_LIMIT)
+        .map_err(|e| crate::files::problem(path, e))?;
+    Ok(Found::File(bytes))
+}
+
+fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b < 1024 => format!("{b} B"),
+        b if b < 1024 * 1024 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0)),
+    }
+}
+
+async fn files(
+    State(state): State<AppState>,
+    Extension(signed): Extension<Signed>,
+    owner: Owner,
+    path: String,
+) -> Result<Response, Problem> {
+    let root = match &owner {
+        Owner::Run(id) => crate::files::run_workspace(&state, id).await?,
+        Owner::Session(key) => crate::files::session_workspace(&state, key).await?,
+    };
+    let path = path.trim_end_matches('/').to_owned();
+    let found = {
+        let (root, path) = (root.clone(), path.clone());
+        tokio::task::spawn_blocking(move || look(&root, &path))
+            .await
+            .map_err(|_| {
+                Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the workspace could not be read",
+                )
+            })??
+    };
+    let pending = pending_count(&state).await?;
+    let mut body = String::new();
+    // Breadcrumbs: the owner, then each directory of the path.
+    let _ = write!(
+        body,
+        "<h1>Workspace</h1><p class=\"crumbs\"><a href=\"{}\">{}</a> / <a href=\"{}/files/\">workspace</a>",
+        owner.ui(),
+        esc(&owner.label()),
+        owner.ui()
+    );
+    let mut so_far = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        if !so_far.is_empty() {
+            so_far.push('/');
+        }
+        so_far.push_str(part);
+        let _ = write!(
+            body,
+            " / <a href=\"{}/files/{}\">{}</a>",
+            owner.ui(),
+            url_path(&so_far),
+            esc(part)
+        );
+    }
+    body.push_str("</p>");
+    match found {
+        Found::Directory(entries) => {
+            body.push_str("<table class=\"files\" id=\"files\"><thead><tr><th>Name</th><th>Size</th></tr></thead><tbody>");
+            if entries.is_empty() {
+                body.push_str("<tr><td colspan=\"2\" class=\"muted\">empty</td></tr>");
+            }
+            for (name, kind, size) in entries {
+                let full = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}/{name}")
+                };
+                let (shown, size) = match kind {
+                    EntryKind::Directory => (format!("{name}/"), String::from("—")),
+                    _ => (name.clone(), human_size(size)),
+                };
+                let cell = match kind {
+                    EntryKind::Other => esc(&shown),
+                    _ => format!(
+                        "<a href=\"{}/files/{}\">{}</a>",
+                        owner.ui(),
+                        url_path(&full),
+                        esc(&shown)
+                    ),
+                };
+                let _ = write!(
+                    body,
+                    "<tr data-name=\"{}\"><td>{cell}</td><td class=\"size\">{size}</td></tr>",
+                    esc(&name)
+                );
+            }
+            body.push_str("</tbody></table>");
+        }
+        Found::File(bytes) => {
+            let raw = format!("{}/files/{}", owner.api(), url_path(&path));
+            let name = path.rsplit('/').next().unwrap_or_default();
+            let _ = write!(
+                body,
+                "<p class=\"actions\">{} · <a href=\"{}\" download=\"{}\" id=\"download\">Download</a></p>",
+                human_size(bytes.len() as u64),
+                esc(&raw),
+                esc(name)
+            );
+            let mime = mime_guess::from_path(&path).first_or_octet_stream();
+            if mime.type_() == "image" && mime.subtype() != "svg" {
+                let _ = write!(
+                    body,
+                    "<p><img id=\"preview\" class=\"preview\" src=\"{}\" alt=\"{}\"></p>",
+                    esc(&raw),
+                    esc(name)
+                );
+            } else if bytes.len() <= VIEW_LIMIT
+                && let Ok(text) = std::str::from_utf8(&bytes)
+            {
+                body.push_str("<ol class=\"code\" id=\"viewer\">");
+                for line in text.lines() {
+                    let _ = write!(body, "<li>{}</li>", esc(line));
+                }
+                body.push_str("</ol>");
+            } else {
+                body.push_str("<p class=\"muted\" id=\"binary\">Not shown (binary or too large); download it.</p>");
+            }
+        }
+    }
+    Ok(layout(
+        &title_with(pending, "Workspace"),
+        Some(&signed),
+        "files",
+        &body,
+    ))
+}
+
+/// The runs list's live stream: every second, the newest runs' statuses and the pending
+/// count, sent when they changed (`runs` events with `{"runs": [{id, status, agent}],
+/// "pending": n}`).
+pub(crate) async fn live_runs(State(state): State<AppState>) -> Response {
+    let shutdown = state.shutdown.clone();
+    let stream = futures::stream::unfold((state, String::new()), |(state, last)| async move {
+        loop {
+            let query = RunQuery { statuses: vec![], agent: None, limit: 200, after: None };
+            let runs = state.service.list_page(&query).await.ok()?.runs;
+            let pending = runs.iter().filter(|r| r.status == RunStatus::AwaitingApproval).count();
+            let pending = if pending == 0 { 0 } else { pending_count(&state).await.ok()? };
+            let listed: Vec<_> = runs
+                .iter()
+                .map(|r| serde_json::json!({"id": r.id.as_str(), "status": status_name(r.status), "agent": r.agent, "updated": short_time(r.updated_at)}))
+                .collect();
+            let data = serde_json::json!({"runs": listed, "pending": pending}).to_string();
+            if data != last {
+                let event: Result<SseEvent, Infallible> = Ok(SseEvent::default().event("runs").data(data.clone()));
+                return Some((event, (state, data)));
+            }
+            tokio::time::sleep(LIVE_EVERY).await;
+        }
+    })
+    .take_until(shutdown.cancelled_owned());
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}

@@ -1,0 +1,303 @@
+// Toren's web page: the live parts. Everything here talks to the JSON API under /ui/api
+// (the sign-in cookie stands for the bearer token; every POST carries the page's CSRF
+// token). Values from runs are only ever put into the page as text (textContent), never
+// as markup.
+"use strict";
+
+const csrf = () => {
+  const meta = document.querySelector('meta[name="csrf"]');
+  return meta ? meta.content : "";
+};
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
+    body: JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  let doc = null;
+  try { doc = await response.json(); } catch (_) { doc = null; }
+  if (!response.ok) {
+    throw new Error((doc && doc.detail) || response.statusText);
+  }
+  return doc;
+}
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+const TERMINAL = new Set(["completed", "failed", "cancelled"]);
+const STATUS_AFTER = {
+  run_created: "queued", approval_requested: "awaiting_approval",
+  run_completed: "completed", run_failed: "failed", run_cancelled: "cancelled",
+  approval_decided: "running", model_responded: "running", tool_started: "running",
+  tool_completed: "running", sandbox_provisioned: "running", context_compacted: "running",
+  message_delivered: "running",
+};
+const KINDS = Object.keys(STATUS_AFTER);
+
+function setStatus(node, status) {
+  node.textContent = status.replace(/_/g, " ");
+  node.className = "status status-" + status;
+}
+
+function pendingTitle(count) {
+  const base = document.title.replace(/^\(\d+\) /, "");
+  document.title = count > 0 ? "(" + count + ") " + base : base;
+}
+
+// ---- the run page ---------------------------------------------------------------------
+
+function runPage() {
+  const timeline = document.getElementById("timeline");
+  const run = timeline.dataset.run;
+  const statusNode = document.getElementById("run-status");
+  const streaming = document.getElementById("streaming");
+  const streamState = document.getElementById("stream-state");
+  const approval = document.getElementById("approval");
+  const cancel = document.getElementById("cancel");
+  const seen = new Set();
+  const calls = {}; // call id -> {node, started}
+  const usage = { input: 0, output: 0 };
+  let waitingCall = null;
+
+  function callNode(id, name, args) {
+    if (calls[id]) return calls[id];
+    const li = el("li", "event tool");
+    li.dataset.call = id;
+    const head = el("div", "tool-head");
+    head.append(el("span", "tool-name", name));
+    const command = args && typeof args === "object" && typeof args.command === "string"
+      ? args.command : JSON.stringify(args);
+    const cmd = el("pre", "command", command);
+    const meta = el("div", "tool-meta muted", "requested");
+    li.append(head, cmd, meta);
+    timeline.append(li);
+    calls[id] = { node: li, meta: meta, started: null };
+    return calls[id];
+  }
+
+  function render(event) {
+    const at = Date.parse(event.at);
+    const seqNode = (li) => { li.dataset.seq = String(event.seq); return li; };
+    switch (event.type) {
+      case "run_created": {
+        document.getElementById("run-input").textContent = event.input;
+        const dl = document.getElementById("policy-list");
+        const p = event.policy;
+        const rows = p ? [
+          ["backend", p.backend], ["image", p.image || "—"], ["network", p.network ? "on" : "off"],
+          ["approval", p.approval], ["env", (p.env || []).join(", ") || "—"],
+        ] : [["sandbox", "none"]];
+        rows.forEach(([k, v]) => { dl.append(el("dt", "", k), el("dd", "", v)); });
+        timeline.append(seqNode(el("li", "event muted", "run created")));
+        break;
+      }
+      case "model_responded": {
+        streaming.hidden = true;
+        streaming.textContent = "";
+        const li = seqNode(el("li", "event assistant"));
+        if (event.message.text) li.append(el("pre", "text", event.message.text));
+        const u = event.usage || {};
+        usage.input += u.input_tokens || 0;
+        usage.output += u.output_tokens || 0;
+        document.getElementById("usage").textContent =
+          usage.input + " input tokens · " + usage.output + " output tokens";
+        li.append(el("div", "muted", (event.model || "model") + " · " + (u.input_tokens || 0) + " in / " + (u.output_tokens || 0) + " out"));
+        timeline.append(li);
+        (event.message.tool_calls || []).forEach((c) => callNode(c.id, c.name, c.arguments));
+        break;
+      }
+      case "approval_requested": {
+        const c = callNode(event.call_id, event.tool, { command: event.command });
+        c.meta.textContent = "waiting for approval";
+        seqNode(c.node);
+        waitingCall = event.call_id;
+        document.getElementById("approval-command").textContent = event.command;
+        document.getElementById("approval-error").textContent = "";
+        approval.hidden = false;
+        break;
+      }
+      case "approval_decided": {
+        const c = calls[event.call_id];
+        const text = (event.approved ? "approved" : "denied") + " by " + event.by + " via " + event.via +
+          (event.reason ? ": " + event.reason : "");
+        if (c) c.meta.textContent = text;
+        timeline.append(seqNode(el("li", "event muted decision", text)));
+        if (waitingCall === event.call_id) { approval.hidden = true; waitingCall = null; }
+        break;
+      }
+      case "tool_started": {
+        const c = callNode(event.call_id, event.tool, null);
+        c.started = at;
+        c.meta.textContent = "running" + (event.attempt > 1 ? " (attempt " + event.attempt + ")" : "");
+        c.node.classList.add("running");
+        timeline.append(seqNode(el("li", "event muted", "started " + event.tool)));
+        break;
+      }
+      case "tool_completed": {
+        const c = callNode(event.call_id, "tool", null);
+        c.node.classList.remove("running");
+        const parts = [];
+        if (event.exit_code !== undefined && event.exit_code !== null) parts.push("exit " + event.exit_code);
+        else if (event.is_error) parts.push("error");
+        if (c.started !== null) parts.push(((at - c.started) / 1000).toFixed(2) + " s");
+        c.meta.textContent = parts.join(" · ");
+        const lines = event.output === "" ? 0 : event.output.split("\n").length;
+        const details = el("details", "output");
+        details.append(el("summary", "", lines + (lines === 1 ? " line" : " lines") + (event.truncated ? " (truncated)" : "")));
+        details.append(el("pre", "", event.output));
+        c.node.append(details);
+        if (event.is_error) c.node.classList.add("failed");
+        timeline.append(seqNode(el("li", "event muted", "finished " + (parts[0] || ""))));
+        break;
+      }
+      case "run_completed":
+        timeline.append(seqNode(el("li", "event final completed", event.output)));
+        break;
+      case "run_failed":
+        timeline.append(seqNode(el("li", "event final failed", event.error)));
+        break;
+      case "run_cancelled":
+        timeline.append(seqNode(el("li", "event final cancelled", "cancelled" + (event.by ? " by " + event.by : "") + (event.reason ? ": " + event.reason : ""))));
+        break;
+      case "sandbox_provisioned":
+        timeline.append(seqNode(el("li", "event muted", "sandbox: " + event.backend)));
+        break;
+      case "message_delivered":
+        timeline.append(seqNode(el("li", "event muted", "sent " + event.path + " (" + event.bytes + " bytes) to " + event.channel)));
+        break;
+      case "context_compacted":
+        timeline.append(seqNode(el("li", "event muted", "context compacted")));
+        break;
+      default:
+        timeline.append(seqNode(el("li", "event muted", event.type)));
+    }
+    if (STATUS_AFTER[event.type]) setStatus(statusNode, STATUS_AFTER[event.type]);
+    if (TERMINAL.has(STATUS_AFTER[event.type])) {
+      cancel.hidden = true;
+      approval.hidden = true;
+    }
+  }
+
+  const source = new EventSource(timeline.dataset.events);
+  const onEvent = (message) => {
+    let event;
+    try { event = JSON.parse(message.data); } catch (_) { return; }
+    if (seen.has(event.seq)) return; // shown once, whatever a reconnect repeats
+    seen.add(event.seq);
+    render(event);
+    if (TERMINAL.has(STATUS_AFTER[event.type])) {
+      source.close();
+      streamState.textContent = "";
+    }
+  };
+  KINDS.forEach((kind) => source.addEventListener(kind, onEvent));
+  source.addEventListener("text", (message) => {
+    try {
+      const chunk = JSON.parse(message.data).text;
+      streaming.hidden = false;
+      streaming.textContent += chunk;
+    } catch (_) { /* a malformed chunk is dropped */ }
+  });
+  source.addEventListener("open", () => { streamState.textContent = "live"; streamState.dataset.state = "live"; });
+  source.addEventListener("error", () => {
+    if (source.readyState !== EventSource.CLOSED) {
+      streamState.textContent = "reconnecting…";
+      streamState.dataset.state = "reconnecting";
+    }
+  });
+
+  const decide = async (decision) => {
+    if (!waitingCall) return;
+    const reason = document.getElementById("approval-reason").value.trim();
+    const body = { decision: decision };
+    if (reason) body.reason = reason;
+    try {
+      await post("/ui/api/runs/" + encodeURIComponent(run) + "/approvals/" + encodeURIComponent(waitingCall), body);
+      approval.hidden = true;
+    } catch (e) {
+      document.getElementById("approval-error").textContent = e.message;
+    }
+  };
+  document.getElementById("approve").addEventListener("click", () => decide("approve"));
+  document.getElementById("deny").addEventListener("click", () => decide("deny"));
+  cancel.addEventListener("click", async () => {
+    if (!window.confirm("Cancel this run?")) return;
+    try { await post("/ui/api/runs/" + encodeURIComponent(run) + "/cancel", {}); }
+    catch (e) { streamState.textContent = e.message; }
+  });
+}
+
+// ---- the runs list --------------------------------------------------------------------
+
+function runsPage() {
+  const source = new EventSource("/ui/live/runs");
+  source.addEventListener("runs", (message) => {
+    let doc;
+    try { doc = JSON.parse(message.data); } catch (_) { return; }
+    document.getElementById("pending-count").textContent = String(doc.pending);
+    pendingTitle(doc.pending);
+    doc.runs.forEach((run) => {
+      const row = document.querySelector('tr[data-run="' + CSS.escape(run.id) + '"]');
+      if (!row) return;
+      setStatus(row.querySelector("[data-status]"), run.status);
+      row.querySelector("[data-updated]").textContent = run.updated;
+    });
+  });
+}
+
+// ---- approvals ------------------------------------------------------------------------
+
+function approvalsPage() {
+  document.querySelectorAll("li.approval").forEach((item) => {
+    item.querySelectorAll("button.decide").forEach((button) => {
+      button.addEventListener("click", async () => {
+        const reason = item.querySelector("input.reason").value.trim();
+        const body = { decision: button.dataset.decision };
+        if (reason) body.reason = reason;
+        const result = item.querySelector(".result");
+        try {
+          await post("/ui/api/runs/" + encodeURIComponent(item.dataset.run) + "/approvals/" + encodeURIComponent(item.dataset.call), body);
+          result.textContent = button.dataset.decision === "approve" ? "approved" : "denied";
+          item.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+          item.classList.add("decided");
+        } catch (e) {
+          result.textContent = e.message;
+        }
+      });
+    });
+  });
+}
+
+// ---- a session ------------------------------------------------------------------------
+
+function sessionPage() {
+  const form = document.getElementById("send");
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = document.getElementById("message").value;
+    const result = document.getElementById("send-result");
+    try {
+      const doc = await post("/ui/api/sessions/" + encodeURIComponent(form.dataset.session) + "/messages", { text: text });
+      const run = doc && (doc.run_id || (doc.run && doc.run.id) || doc.id);
+      if (run) window.location.href = "/ui/runs/" + encodeURIComponent(run);
+      else { result.textContent = "queued: it runs when the current turn ends"; }
+    } catch (err) {
+      result.textContent = err.message;
+    }
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const page = document.body.dataset.page;
+  if (page === "run") runPage();
+  else if (page === "runs") runsPage();
+  else if (page === "approvals") approvalsPage();
+  else if (page === "session") sessionPage();
+});
