@@ -516,3 +516,37 @@ async fn workers_on_postgres_share_the_queue_and_drive_each_run_once() {
     assert_eq!(workers(&toren), Vec::<Value>::new());
     drop(front);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_agent_limit_holds_an_agents_second_run_while_another_agent_runs() {
+    let toren = home().env("TOREN_AGENT_CONCURRENCY", "1");
+    slow_agent(&toren);
+    toren.file(
+        "q.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"true\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "quick",
+        "name: quick\nmodel: scripted/q.yaml\nsandbox:\n  approval: never\n",
+    );
+    let front = Front::start(&toren);
+    let first = front.create("slow").await;
+    let second = front.create("slow").await;
+    let other = front.create("quick").await;
+    let mut worker = Process::spawn(&toren, &["worker", "--concurrency", "3"]);
+    wait_file(&toren.workspace(&first).join("starts"));
+    wait_status(&toren, &other, "completed");
+    assert_eq!(
+        toren.show(&second)["status"],
+        "queued",
+        "the agent's second run waits while its first holds the one slot the limit gives it"
+    );
+    std::fs::write(toren.workspace(&first).join("go"), "").unwrap();
+    wait_status(&toren, &first, "completed");
+    wait_file(&toren.workspace(&second).join("starts"));
+    std::fs::write(toren.workspace(&second).join("go"), "").unwrap();
+    wait_status(&toren, &second, "completed");
+    worker.signal("-TERM");
+    assert_eq!(worker.wait_exit(), Some(0));
+    drop(front);
+}
