@@ -10,7 +10,8 @@
 //! of it while a process holds the sandbox). Its id is what `sandbox_provisioned` records.
 //! A sandbox found gone (404, 502) is replaced by a new one, and the next command's
 //! output says the old one's files were lost. At the end of a run its sandbox is killed;
-//! a session turn's is paused.
+//! a session turn's is paused. The reaper's rules are `plan_reap` (finished runs'
+//! sandboxes, day-old ones of unknown runs; never a live run's or a session's).
 //!
 //! Commands run through envd's `process.Process/Start` (`process`), a Connect stream over
 //! JSON spoken by hand (`client`; no E2B crate): no deadline is sent to envd, Toren's own

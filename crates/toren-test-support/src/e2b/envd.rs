@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::{Disk, ENVD_PORT, Shared, lock, record};
+use super::{Disk, ENVD_PORT, Shared, fs, lock, record};
 
 /// Envelope flag of the stream's last message.
 const END_STREAM: u8 = 0x02;
@@ -51,7 +51,7 @@ fn envelope(flags: u8, message: &Value) -> Bytes {
     Bytes::from(frame)
 }
 
-fn connect_error(code: &str, message: &str) -> Response {
+pub(super) fn connect_error(code: &str, message: &str) -> Response {
     let status = match code {
         "invalid_argument" => StatusCode::BAD_REQUEST,
         "unauthenticated" => StatusCode::UNAUTHORIZED,
@@ -68,7 +68,7 @@ fn connect_error(code: &str, message: &str) -> Response {
         .into_response()
 }
 
-fn plain_error(status: u16, message: &str) -> Response {
+pub(super) fn plain_error(status: u16, message: &str) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (
         code,
@@ -78,10 +78,10 @@ fn plain_error(status: u16, message: &str) -> Response {
 }
 
 /// What the handlers need of the sandbox a request is routed to.
-struct Target {
+pub(super) struct Target {
     id: String,
     template: String,
-    disk: Arc<Disk>,
+    pub(super) disk: Arc<Disk>,
     internet: bool,
     env_vars: BTreeMap<String, String>,
 }
@@ -159,10 +159,10 @@ async fn handle(
         ("POST", "/process.Process/Start") => start(&state, &target, &user, &headers, &body).await,
         ("POST", "/process.Process/SendSignal") => send_signal(&state, &target, &body),
         ("POST", path) if path.starts_with("/filesystem.Filesystem/") => {
-            filesystem(&target, path, &body)
+            fs::filesystem(&target, path, &body)
         }
-        ("GET", "/files") => download(&target, &uri),
-        ("POST", "/files") => upload(&target, &uri, &headers, &body),
+        ("GET", "/files") => fs::download(&target, &uri),
+        ("POST", "/files") => fs::upload(&target, &uri, &headers, &body),
         _ => connect_error(
             "unimplemented",
             &format!("{method} {} is not served here", uri.path()),
@@ -430,127 +430,4 @@ fn send_signal(state: &Shared, target: &Target, body: &[u8]) -> Response {
     // envd signals the process itself, not its group.
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
     axum::Json(json!({})).into_response()
-}
-
-fn entry_json(path: &str, host: &std::path::Path) -> io::Result<Value> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let meta = std::fs::symlink_metadata(host)?;
-    let kind = if meta.file_type().is_symlink() {
-        "FILE_TYPE_SYMLINK"
-    } else if meta.is_dir() {
-        "FILE_TYPE_DIRECTORY"
-    } else {
-        "FILE_TYPE_FILE"
-    };
-    let mut entry = json!({
-        "name": path.rsplit('/').next().unwrap_or(path),
-        "type": kind,
-        "path": path,
-        "size": meta.len().to_string(),
-        "mode": meta.permissions().mode() & 0o7777,
-        "owner": if meta.uid() == 0 { "root" } else { "user" },
-        "group": if meta.gid() == 0 { "root" } else { "user" },
-    });
-    if let Ok(target) = std::fs::read_link(host) {
-        entry["symlinkTarget"] = json!(target.display().to_string());
-    }
-    Ok(entry)
-}
-
-fn filesystem(target: &Target, method: &str, body: &[u8]) -> Response {
-    let Ok(request) = serde_json::from_slice::<Value>(body) else {
-        return connect_error("invalid_argument", "the body is not JSON");
-    };
-    let path = request["path"].as_str().unwrap_or_default().to_owned();
-    let Some((host, writable)) = target.disk.host_path(&path) else {
-        return connect_error("invalid_argument", &format!("invalid path '{path}'"));
-    };
-    let io_error = |e: io::Error| match e.kind() {
-        io::ErrorKind::NotFound => connect_error("not_found", &format!("path '{path}' not found")),
-        io::ErrorKind::AlreadyExists => {
-            connect_error("already_exists", &format!("'{path}' already exists"))
-        }
-        _ => connect_error("internal", &e.to_string()),
-    };
-    match method {
-        "/filesystem.Filesystem/Stat" => match entry_json(&path, &host) {
-            Ok(entry) => axum::Json(json!({"entry": entry})).into_response(),
-            Err(e) => io_error(e),
-        },
-        "/filesystem.Filesystem/MakeDir" if writable => {
-            if host.exists() {
-                return io_error(io::ErrorKind::AlreadyExists.into());
-            }
-            match std::fs::create_dir_all(&host).and_then(|()| entry_json(&path, &host)) {
-                Ok(entry) => axum::Json(json!({"entry": entry})).into_response(),
-                Err(e) => io_error(e),
-            }
-        }
-        "/filesystem.Filesystem/Remove" if writable => {
-            let removed = if host.is_dir() {
-                std::fs::remove_dir_all(&host)
-            } else {
-                std::fs::remove_file(&host)
-            };
-            match removed {
-                Ok(()) => axum::Json(json!({})).into_response(),
-                Err(e) => io_error(e),
-            }
-        }
-        "/filesystem.Filesystem/MakeDir" | "/filesystem.Filesystem/Remove" => {
-            connect_error("permission_denied", &format!("'{path}' is read-only"))
-        }
-        other => connect_error("unimplemented", &format!("{other} is not served here")),
-    }
-}
-
-fn query_path(uri: &Uri) -> Option<String> {
-    let query = uri.query()?;
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
-        (k == "path").then(|| super::control::percent_decode(v))
-    })
-}
-
-fn download(target: &Target, uri: &Uri) -> Response {
-    let Some(path) = query_path(uri) else {
-        return plain_error(400, "path is required");
-    };
-    let Some((host, _)) = target.disk.host_path(&path) else {
-        return plain_error(400, &format!("invalid path '{path}'"));
-    };
-    if host.is_dir() {
-        return plain_error(400, &format!("path '{path}' is a directory"));
-    }
-    match std::fs::read(&host) {
-        Ok(bytes) => ([("content-type", "application/octet-stream")], bytes).into_response(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            plain_error(404, &format!("path '{path}' does not exist"))
-        }
-        Err(e) => plain_error(500, &e.to_string()),
-    }
-}
-
-fn upload(target: &Target, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Response {
-    if headers.get("content-type").and_then(|v| v.to_str().ok()) != Some("application/octet-stream")
-    {
-        return plain_error(400, "this envd takes application/octet-stream uploads only");
-    }
-    let Some(path) = query_path(uri) else {
-        return plain_error(400, "path is required for an octet-stream upload");
-    };
-    let Some((host, writable)) = target.disk.host_path(&path) else {
-        return plain_error(400, &format!("invalid path '{path}'"));
-    };
-    if !writable {
-        return plain_error(403, &format!("'{path}' is read-only"));
-    }
-    let written = host
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(&host, body));
-    match written {
-        Ok(()) => axum::Json(json!([{"path": path, "name": path.rsplit('/').next().unwrap_or(&path), "type": "file"}])).into_response(),
-        Err(e) => plain_error(500, &e.to_string()),
-    }
 }

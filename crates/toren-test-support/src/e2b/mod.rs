@@ -24,6 +24,7 @@
 mod control;
 mod disk;
 mod envd;
+mod fs;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
