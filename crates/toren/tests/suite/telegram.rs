@@ -652,3 +652,35 @@ fn toren_serve_runs_the_bot_unless_told_not_to() {
     assert!(!on_stderr.contains(TOKEN) && !off_stderr.contains(TOKEN));
     assert_eq!(runs(&toren).len(), 1);
 }
+
+#[test]
+fn the_reply_is_one_message_edited_as_it_streams_within_the_throttle() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    let words: Vec<String> = (1..=40).map(|i| format!("word{i}")).collect();
+    toren.file(
+        "tg.script.yaml",
+        &format!(
+            "turns:\n  - text: \"{}\"\n    delay_ms: 4000\n",
+            words.join(" ")
+        ),
+    );
+    toren.agent("tg", "name: tg\nmodel: scripted/tg.script.yaml\n");
+    let child = bot(&toren);
+    fake.send_text(USER, "talk");
+    let done = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| m.text.contains("word40"))
+    });
+    let stderr = stop(child);
+    assert!(done, "{stderr}");
+    let replies: Vec<BotMessage> = fake
+        .messages(USER)
+        .into_iter()
+        .filter(|m| m.text.contains("word1"))
+        .collect();
+    assert_eq!(replies.len(), 1, "one message: {replies:?}");
+    assert_eq!(replies[0].text, words.join(" "));
+    let edits = replies[0].edits;
+    // 40 words over about 2 s: edited as they come, at most once per 1.2 s.
+    assert!((1..=3).contains(&edits), "{edits} edits");
+}
