@@ -5,7 +5,8 @@
 //! and the survivor finishes a SIGKILLed one's run; a worker cut off from the database
 //! (another process holding SQLite's write lock for longer than the lease) loses the
 //! lease, stops the command, backs off, and finishes the run once the database is back,
-//! the interrupted call run exactly once more.
+//! the interrupted call run exactly once more; the per-agent limit holds an agent's runs
+//! back while other agents' go; three workers on a throwaway Postgres drive each run once.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command};
