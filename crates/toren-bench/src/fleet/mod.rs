@@ -8,20 +8,22 @@
 //! last `run_completed`), every log checked. Then the claim latency: idle workers, runs
 //! created one at a time, from `run_created` to the first event a worker appended (p50 /
 //! p99). And the per-event commit cost of each store, in this process: one run appending
-//! one event per transaction. The processes are in `procs.rs`, the store-level measure in
-//! `commit.rs`. `--quick` runs a small load that only proves it all still works.
+//! one event per transaction. The processes are in `procs.rs`, the front's client in
+//! `client.rs`, the agents in `workload.rs`, the store-level measure in `commit.rs`.
+//! `--quick` runs a small load that only proves it all still works.
 
+mod client;
 mod commit;
 mod procs;
+mod workload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::Args;
 use serde::Serialize;
-use toren_protocol::{Event, EventKind};
 use toren_test_support::postgres::Cluster;
 
 use crate::api_load::Verdict;
@@ -29,7 +31,9 @@ use crate::report::{Machine, Table, write_json};
 use crate::stats::Spread;
 use crate::tool_call::say;
 
-use procs::{Front, Home, TOKEN};
+use client::{Api, create_runs, drain, logs};
+use procs::{Front, Home};
+use workload::Workload;
 
 #[derive(Debug, Args)]
 pub(crate) struct FleetArgs {
@@ -61,81 +65,6 @@ pub(crate) struct FleetArgs {
     /// How long a case may take, in seconds.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
-}
-
-/// What each run does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Workload {
-    /// The scripted model answers at once; no sandbox, no tool.
-    NoTool,
-    /// One bash call in the local sandbox (`approval: never`), then the answer.
-    OneBash,
-}
-
-const AGENT: &str = "fleet";
-const ANSWER: &str = "fleet done";
-
-impl Workload {
-    fn name(self) -> &'static str {
-        match self {
-            Self::NoTool => "no-tool",
-            Self::OneBash => "one-bash",
-        }
-    }
-
-    pub(crate) fn sandbox(self) -> &'static str {
-        match self {
-            Self::NoTool => "none",
-            Self::OneBash => "local",
-        }
-    }
-
-    pub(crate) fn files(self) -> Vec<(String, String)> {
-        let (script, sandbox) = match self {
-            Self::NoTool => (format!("turns:\n  - text: \"{ANSWER}\"\n"), ""),
-            Self::OneBash => (
-                format!(
-                    "turns:\n  - tool_calls:\n      - bash: {{command: \"echo fleet-ok\"}}\n  - text: \"{ANSWER}\"\n"
-                ),
-                "sandbox:\n  approval: never\n",
-            ),
-        };
-        vec![
-            (format!("{AGENT}.script.yaml"), script),
-            (
-                format!("{AGENT}.yaml"),
-                format!("name: {AGENT}\nmodel: scripted/{AGENT}.script.yaml\n{sandbox}"),
-            ),
-        ]
-    }
-
-    /// What is wrong with a run's log (empty: nothing).
-    fn problems(self, run: &str, events: &[Event]) -> Vec<String> {
-        let mut problems = Vec::new();
-        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-        if seqs != (1..=events.len() as u64).collect::<Vec<_>>() {
-            problems.push(format!("{run}: seqs {seqs:?} are not 1..={}", events.len()));
-        }
-        match events.last().map(|e| &e.kind) {
-            Some(EventKind::RunCompleted(c)) if c.output == ANSWER => {}
-            other => problems.push(format!("{run}: ends with {other:?}, not the answer")),
-        }
-        let calls: Vec<&str> = events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::ToolCompleted(t) => Some(t.output.as_str()),
-                _ => None,
-            })
-            .collect();
-        let ok = match self {
-            Self::NoTool => calls.is_empty(),
-            Self::OneBash => calls.len() == 1 && calls[0].starts_with("fleet-ok"),
-        };
-        if !ok {
-            problems.push(format!("{run}: tool results {calls:?}"));
-        }
-        problems
-    }
 }
 
 /// The stores measured.
@@ -323,128 +252,6 @@ pub(crate) async fn run(args: FleetArgs, quick: bool) -> anyhow::Result<Verdict>
         }
         Ok(Verdict::Wrong)
     }
-}
-
-/// The minimal HTTP client of the front.
-struct Api {
-    client: reqwest::Client,
-    base: String,
-}
-
-impl Api {
-    fn new(front: &Front) -> anyhow::Result<Self> {
-        Ok(Self {
-            client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()?,
-            base: front.base.clone(),
-        })
-    }
-
-    async fn create(&self, input: String) -> anyhow::Result<String> {
-        let r = self
-            .client
-            .post(format!("{}/runs", self.base))
-            .bearer_auth(TOKEN)
-            .json(&serde_json::json!({"agent": AGENT, "input": input}))
-            .send()
-            .await
-            .context("POST /runs")?;
-        let status = r.status();
-        let body: serde_json::Value = r.json().await.context("POST /runs: the answer")?;
-        if status != reqwest::StatusCode::ACCEPTED {
-            bail!("POST /runs answered {status}: {body}");
-        }
-        body["id"]
-            .as_str()
-            .map(str::to_owned)
-            .context("POST /runs: no id")
-    }
-
-    /// Whether no run is queued, running or awaiting approval.
-    async fn drained(&self) -> anyhow::Result<bool> {
-        let r = self
-            .client
-            .get(format!(
-                "{}/runs?status=queued,running,awaiting_approval&limit=1",
-                self.base
-            ))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .context("GET /runs")?;
-        let body: serde_json::Value = r.error_for_status()?.json().await?;
-        Ok(body["runs"].as_array().is_some_and(Vec::is_empty))
-    }
-
-    async fn events(&self, run: &str) -> anyhow::Result<Vec<Event>> {
-        let r = self
-            .client
-            .get(format!("{}/runs/{run}/events?format=json", self.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .context("GET events")?;
-        Ok(r.error_for_status()?.json().await?)
-    }
-}
-
-/// Creates `n` runs, 16 requests at a time; their ids in order.
-async fn create_runs(api: &Api, n: usize) -> anyhow::Result<Vec<String>> {
-    let mut ids = Vec::with_capacity(n);
-    for chunk in (0..n).collect::<Vec<_>>().chunks(16) {
-        let made =
-            futures::future::join_all(chunk.iter().map(|i| api.create(format!("fleet run {i}"))))
-                .await;
-        for id in made {
-            ids.push(id?);
-        }
-    }
-    Ok(ids)
-}
-
-/// Waits until no run is left unfinished, failing if a worker exits or `timeout` passes.
-async fn drain(
-    api: &Api,
-    home: &Home,
-    workers: &mut [tokio::process::Child],
-    timeout: Duration,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if api.drained().await? {
-            return Ok(());
-        }
-        if let Some(status) = procs::exited(workers) {
-            bail!(
-                "a worker exited ({status}) under load: {}",
-                home.tail("worker-0.log")
-            );
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "runs were still unfinished after {timeout:?}: {}",
-                home.tail("worker-0.log")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Reads every run's log, records what is wrong with it.
-async fn logs(
-    api: &Api,
-    ids: &[String],
-    workload: Workload,
-    problems: &mut Vec<String>,
-) -> anyhow::Result<Vec<Vec<Event>>> {
-    let mut all = Vec::with_capacity(ids.len());
-    for id in ids {
-        let events = api.events(id).await?;
-        problems.extend(workload.problems(id, &events));
-        all.push(events);
-    }
-    Ok(all)
 }
 
 async fn throughput(

@@ -14,7 +14,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
 
-use super::Workload;
+use super::workload::Workload;
 
 /// The bearer token of the front.
 pub(crate) const TOKEN: &str = "toren-bench-fleet";
