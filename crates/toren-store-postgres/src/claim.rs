@@ -18,7 +18,7 @@ use toren_store::{ClaimRequest, Lease, LeaseInfo, Result, RunSummary};
 use crate::log::after;
 use crate::rows::{self, RUN_COLUMNS, RunRow, nanos};
 use crate::state::store_lease;
-use crate::store::PostgresStore;
+use crate::store::{PostgresStore, finish};
 
 /// How many agents at their limit one claim passes over before it gives up for now.
 const MAX_PASSES: usize = 32;
@@ -30,36 +30,46 @@ impl PostgresStore {
     ) -> Result<Option<(RunSummary, Lease)>> {
         let now = self.clock.now();
         let mut tx = self.begin().await?;
-        let mut full: Vec<String> = Vec::new();
-        for _ in 0..MAX_PASSES {
-            let Some((run, token)) = pick(&mut tx, request, nanos(now), &full).await? else {
-                return Ok(None);
-            };
-            if let Some(limit) = request.per_agent_limit
-                && live_leases(&mut tx, &run.agent, nanos(now)).await? >= i64::from(limit)
-            {
-                full.push(run.agent);
-                continue;
-            }
-            let lease = Lease {
-                run_id: run.id.clone(),
-                token: token + 1,
-                holder: request.holder.clone(),
-                expires_at: after(now, request.ttl),
-            };
-            store_lease(&mut tx, &lease).await?;
-            tx.commit().await?;
-            let summary = RunSummary {
-                lease: Some(LeaseInfo {
-                    holder: lease.holder.clone(),
-                    expires_at: lease.expires_at,
-                }),
-                ..run
-            };
-            return Ok(Some((summary, lease)));
-        }
-        Ok(None)
+        let result = claim_in(&mut tx, request, now).await;
+        // An empty claim ends its transaction too: its pick locked rows it let go of.
+        finish(tx, result).await
     }
+}
+
+/// The claim, inside `tx`.
+async fn claim_in(
+    tx: &mut PgConnection,
+    request: &ClaimRequest,
+    now: jiff::Timestamp,
+) -> Result<Option<(RunSummary, Lease)>> {
+    let mut full: Vec<String> = Vec::new();
+    for _ in 0..MAX_PASSES {
+        let Some((run, token)) = pick(&mut *tx, request, nanos(now), &full).await? else {
+            return Ok(None);
+        };
+        if let Some(limit) = request.per_agent_limit
+            && live_leases(&mut *tx, &run.agent, nanos(now)).await? >= i64::from(limit)
+        {
+            full.push(run.agent);
+            continue;
+        }
+        let lease = Lease {
+            run_id: run.id.clone(),
+            token: token + 1,
+            holder: request.holder.clone(),
+            expires_at: after(now, request.ttl),
+        };
+        store_lease(&mut *tx, &lease).await?;
+        let summary = RunSummary {
+            lease: Some(LeaseInfo {
+                holder: lease.holder.clone(),
+                expires_at: lease.expires_at,
+            }),
+            ..run
+        };
+        return Ok(Some((summary, lease)));
+    }
+    Ok(None)
 }
 
 /// The oldest run `request` may claim at `now`, not of the agents in `full`, locked (rows

@@ -20,7 +20,7 @@ use toren_store::{
 
 use crate::rows::{self, RunRow, decode_event, nanos, run_columns, to_sql};
 use crate::state::{clear_lease, lock_run, store_lease};
-use crate::store::{PostgresStore, notify};
+use crate::store::{CHANNEL, PostgresStore, finish, notify};
 
 /// The first token of every run, given with `create_run`.
 pub(crate) const FIRST_TOKEN: u64 = 1;
@@ -41,10 +41,13 @@ impl EventLog for PostgresStore {
     ) -> Result<(Event, Lease)> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let created =
-                insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
-            tx.commit().await?;
-            Ok(created)
+            let result: Result<_> = async {
+                let created =
+                    insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
+                Ok(created)
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -52,9 +55,13 @@ impl EventLog for PostgresStore {
     async fn create_queued(&self, run_id: &RunId, created: RunCreated) -> Result<Event> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let event = insert_run_row(&mut tx, self.clock.now(), run_id, created, None).await?;
-            tx.commit().await?;
-            Ok(event)
+            let result: Result<_> = async {
+                let event =
+                    insert_run_row(&mut tx, self.clock.now(), run_id, created, None).await?;
+                Ok(event)
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -68,31 +75,33 @@ impl EventLog for PostgresStore {
         self.bounded(async {
             let run_id = &lease.run_id;
             let mut tx = self.begin().await?;
-            let state = lock_run(&mut tx, run_id).await?;
-            state.refuse_if_ended(run_id)?;
-            state.fence(lease)?;
-            if state.last_seq != after_seq {
-                return Err(Error::Conflict {
-                    run_id: run_id.clone(),
-                    expected: after_seq,
-                    actual: state.last_seq,
-                });
+            let result: Result<_> = async {
+                let state = lock_run(&mut tx, run_id).await?;
+                state.refuse_if_ended(run_id)?;
+                state.fence(lease)?;
+                if state.last_seq != after_seq {
+                    return Err(Error::Conflict {
+                        run_id: run_id.clone(),
+                        expected: after_seq,
+                        actual: state.last_seq,
+                    });
+                }
+                if kinds.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let events = write_events(
+                    &mut tx,
+                    run_id,
+                    self.clock.now(),
+                    state.last_seq,
+                    state.status,
+                    kinds,
+                )
+                .await?;
+                Ok(events)
             }
-            if kinds.is_empty() {
-                return Ok(Vec::new());
-            }
-            let events = write_events(
-                &mut tx,
-                run_id,
-                self.clock.now(),
-                state.last_seq,
-                state.status,
-                kinds,
-            )
-            .await?;
-            notify(&mut tx, run_id).await?;
-            tx.commit().await?;
-            Ok(events)
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -136,59 +145,63 @@ impl EventLog for PostgresStore {
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let state = lock_run(&mut tx, run_id).await?;
-            let rows = sqlx::query_as::<_, (i64, String)>(
-                "SELECT seq, payload FROM events
+            let result: Result<_> = async {
+                let state = lock_run(&mut tx, run_id).await?;
+                let rows = sqlx::query_as::<_, (i64, String)>(
+                    "SELECT seq, payload FROM events
                  WHERE run_id = $1 AND kind IN ('approval_requested', 'approval_decided')
                  ORDER BY seq",
-            )
-            .bind(run_id.as_str())
-            .fetch_all(&mut *tx)
-            .await?;
-            // Only the latest request for this call id counts: logs written before call ids
-            // were unique within a run may reuse an earlier turn's id.
-            let mut requested = false;
-            let mut decided = None;
-            for (seq, payload) in &rows {
-                match decode_event(run_id.as_str(), *seq, payload)?.kind {
-                    EventKind::ApprovalDecided(earlier) if earlier.call_id == decision.call_id => {
-                        decided = Some(earlier.approved);
+                )
+                .bind(run_id.as_str())
+                .fetch_all(&mut *tx)
+                .await?;
+                // Only the latest request for this call id counts: logs written before call ids
+                // were unique within a run may reuse an earlier turn's id.
+                let mut requested = false;
+                let mut decided = None;
+                for (seq, payload) in &rows {
+                    match decode_event(run_id.as_str(), *seq, payload)?.kind {
+                        EventKind::ApprovalDecided(earlier)
+                            if earlier.call_id == decision.call_id =>
+                        {
+                            decided = Some(earlier.approved);
+                        }
+                        EventKind::ApprovalRequested(request)
+                            if request.call_id == decision.call_id =>
+                        {
+                            requested = true;
+                            decided = None;
+                        }
+                        _ => {}
                     }
-                    EventKind::ApprovalRequested(request)
-                        if request.call_id == decision.call_id =>
-                    {
-                        requested = true;
-                        decided = None;
-                    }
-                    _ => {}
                 }
+                if let Some(approved) = decided {
+                    return Err(Error::AlreadyDecided {
+                        run_id: run_id.clone(),
+                        call_id: decision.call_id,
+                        approved,
+                    });
+                }
+                if !requested {
+                    return Err(Error::NoPendingApproval {
+                        run_id: run_id.clone(),
+                        call_id: decision.call_id,
+                    });
+                }
+                state.refuse_if_ended(run_id)?;
+                let mut events = write_events(
+                    &mut tx,
+                    run_id,
+                    self.clock.now(),
+                    state.last_seq,
+                    state.status,
+                    vec![EventKind::ApprovalDecided(decision)],
+                )
+                .await?;
+                events.pop().ok_or_else(|| unwritten(run_id))
             }
-            if let Some(approved) = decided {
-                return Err(Error::AlreadyDecided {
-                    run_id: run_id.clone(),
-                    call_id: decision.call_id,
-                    approved,
-                });
-            }
-            if !requested {
-                return Err(Error::NoPendingApproval {
-                    run_id: run_id.clone(),
-                    call_id: decision.call_id,
-                });
-            }
-            state.refuse_if_ended(run_id)?;
-            let mut events = write_events(
-                &mut tx,
-                run_id,
-                self.clock.now(),
-                state.last_seq,
-                state.status,
-                vec![EventKind::ApprovalDecided(decision)],
-            )
-            .await?;
-            notify(&mut tx, run_id).await?;
-            tx.commit().await?;
-            events.pop().ok_or_else(|| unwritten(run_id))
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -196,20 +209,22 @@ impl EventLog for PostgresStore {
     async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let state = lock_run(&mut tx, run_id).await?;
-            state.refuse_if_ended(run_id)?;
-            let mut events = write_events(
-                &mut tx,
-                run_id,
-                self.clock.now(),
-                state.last_seq,
-                state.status,
-                vec![EventKind::RunCancelled(cancelled)],
-            )
-            .await?;
-            notify(&mut tx, run_id).await?;
-            tx.commit().await?;
-            events.pop().ok_or_else(|| unwritten(run_id))
+            let result: Result<_> = async {
+                let state = lock_run(&mut tx, run_id).await?;
+                state.refuse_if_ended(run_id)?;
+                let mut events = write_events(
+                    &mut tx,
+                    run_id,
+                    self.clock.now(),
+                    state.last_seq,
+                    state.status,
+                    vec![EventKind::RunCancelled(cancelled)],
+                )
+                .await?;
+                events.pop().ok_or_else(|| unwritten(run_id))
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -233,16 +248,19 @@ impl EventLog for PostgresStore {
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let state = lock_run(&mut tx, &lease.run_id).await?;
-            state.refuse_if_ended(&lease.run_id)?;
-            state.fence(lease)?;
-            let renewed = Lease {
-                expires_at: after(self.clock.now(), ttl),
-                ..lease.clone()
-            };
-            store_lease(&mut tx, &renewed).await?;
-            tx.commit().await?;
-            Ok(renewed)
+            let result: Result<_> = async {
+                let state = lock_run(&mut tx, &lease.run_id).await?;
+                state.refuse_if_ended(&lease.run_id)?;
+                state.fence(lease)?;
+                let renewed = Lease {
+                    expires_at: after(self.clock.now(), ttl),
+                    ..lease.clone()
+                };
+                store_lease(&mut tx, &renewed).await?;
+                Ok(renewed)
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -250,16 +268,19 @@ impl EventLog for PostgresStore {
     async fn release_lease(&self, lease: &Lease) -> Result<()> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let state = lock_run(&mut tx, &lease.run_id).await?;
-            if state.fence(lease).is_err() {
-                // Released already, taken over (the new holder keeps it) or ended with its
-                // run.
-                return Ok(());
+            let result: Result<_> = async {
+                let state = lock_run(&mut tx, &lease.run_id).await?;
+                if state.fence(lease).is_err() {
+                    // Released already, taken over (the new holder keeps it) or ended with its
+                    // run.
+                    return Ok(());
+                }
+                clear_lease(&mut tx, &lease.run_id).await?;
+                notify(&mut tx, &lease.run_id).await?;
+                Ok(())
             }
-            clear_lease(&mut tx, &lease.run_id).await?;
-            notify(&mut tx, &lease.run_id).await?;
-            tx.commit().await?;
-            Ok(())
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -318,23 +339,26 @@ impl PostgresStore {
         ttl: Duration,
     ) -> Result<Lease> {
         let mut tx = self.begin().await?;
-        let state = lock_run(&mut tx, run_id).await?;
-        state.refuse_if_ended(run_id)?;
-        let now = self.clock.now();
-        let held_by_the_dead =
-            dead_holder.is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
-        if !held_by_the_dead {
-            state.refuse_if_leased(run_id, holder, now)?;
+        let result: Result<_> = async {
+            let state = lock_run(&mut tx, run_id).await?;
+            state.refuse_if_ended(run_id)?;
+            let now = self.clock.now();
+            let held_by_the_dead = dead_holder
+                .is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
+            if !held_by_the_dead {
+                state.refuse_if_leased(run_id, holder, now)?;
+            }
+            let lease = Lease {
+                token: state.token + 1,
+                run_id: run_id.clone(),
+                holder: holder.to_owned(),
+                expires_at: after(now, ttl),
+            };
+            store_lease(&mut tx, &lease).await?;
+            Ok(lease)
         }
-        let lease = Lease {
-            token: state.token + 1,
-            run_id: run_id.clone(),
-            holder: holder.to_owned(),
-            expires_at: after(now, ttl),
-        };
-        store_lease(&mut tx, &lease).await?;
-        tx.commit().await?;
-        Ok(lease)
+        .await;
+        finish(tx, result).await
     }
 }
 
@@ -409,13 +433,12 @@ async fn insert_run_row(
         vec![EventKind::RunCreated(created)],
     )
     .await?;
-    notify(tx, run_id).await?;
     events.pop().ok_or_else(|| unwritten(run_id))
 }
 
-/// Writes `kinds` after `last_seq` of a run in `status`, stamped `at`, in one statement,
-/// and brings the run's row in step (status, `updated_at`, `last_seq`; an ended run's
-/// lease released). A batch that goes on after its own terminal event is
+/// Writes `kinds` after `last_seq` of a run in `status`, stamped `at`, brings the run's
+/// row in step (status, `updated_at`, `last_seq`; an ended run's lease released) and
+/// queues the notice that the run moved, all in one statement. A batch that goes on after its own terminal event is
 /// [`Error::RunEnded`] and writes nothing.
 async fn write_events(
     tx: &mut PgConnection,
@@ -455,10 +478,22 @@ async fn write_events(
     let Some(last) = events.last().map(|e| e.seq) else {
         return Ok(events);
     };
+    let ended = status.is_terminal();
+    // One statement, one round trip: the events, the run's row, and the notice (sent when
+    // the transaction commits). Every data-modifying part runs whatever the query reads.
     sqlx::query(
-        "INSERT INTO events (run_id, seq, kind, v, at, payload)
-         SELECT $1, seq, kind, $2, $3, payload
-         FROM UNNEST($4::BIGINT[], $5::TEXT[], $6::TEXT[]) AS e (seq, kind, payload)",
+        "WITH inserted AS (
+             INSERT INTO events (run_id, seq, kind, v, at, payload)
+             SELECT $1, seq, kind, $2, $3, payload
+             FROM UNNEST($4::BIGINT[], $5::TEXT[], $6::TEXT[]) AS e (seq, kind, payload)
+         ), updated AS (
+             UPDATE runs SET status = $7, updated_at = $3, last_seq = $8,
+                 lease_holder = CASE WHEN $9 THEN NULL ELSE lease_holder END,
+                 lease_expires_at = CASE WHEN $9 THEN NULL ELSE lease_expires_at END
+             WHERE id = $1
+             RETURNING id
+         )
+         SELECT pg_notify($10, id) FROM updated",
     )
     .bind(run_id.as_str())
     .bind(i32::try_from(EVENT_FORMAT_VERSION).unwrap_or(i32::MAX))
@@ -466,20 +501,10 @@ async fn write_events(
     .bind(&seqs)
     .bind(&names)
     .bind(&payloads)
-    .execute(&mut *tx)
-    .await?;
-    let ended = status.is_terminal();
-    sqlx::query(
-        "UPDATE runs SET status = $1, updated_at = $2, last_seq = $3,
-             lease_holder = CASE WHEN $4 THEN NULL ELSE lease_holder END,
-             lease_expires_at = CASE WHEN $4 THEN NULL ELSE lease_expires_at END
-         WHERE id = $5",
-    )
     .bind(status.as_str())
-    .bind(nanos(at))
     .bind(to_sql(last))
     .bind(ended)
-    .bind(run_id.as_str())
+    .bind(CHANNEL)
     .execute(&mut *tx)
     .await?;
     Ok(events)

@@ -13,7 +13,7 @@ use toren_store::{Error, Lease, Result, Session, SessionStore, SessionTurnRow};
 
 use crate::log::insert_run;
 use crate::rows::{self, nanos};
-use crate::store::PostgresStore;
+use crate::store::{PostgresStore, finish};
 
 #[derive(sqlx::FromRow)]
 struct SessionRow {
@@ -98,25 +98,28 @@ impl SessionStore for PostgresStore {
                 None => None,
             };
             let mut tx = self.begin().await?;
-            // A concurrent insert of the same name waits on the unique index, then does
-            // nothing.
-            let inserted = sqlx::query(
-                "INSERT INTO sessions (id, name, agent, spec, policy, created_at)
+            let result: Result<_> = async {
+                // A concurrent insert of the same name waits on the unique index, then does
+                // nothing.
+                let inserted = sqlx::query(
+                    "INSERT INTO sessions (id, name, agent, spec, policy, created_at)
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING",
-            )
-            .bind(&session.id)
-            .bind(&session.name)
-            .bind(&session.agent.name)
-            .bind(encode(&session.name, "spec", &session.agent)?)
-            .bind(policy)
-            .bind(nanos(session.created_at))
-            .execute(&mut *tx)
-            .await?;
-            if inserted.rows_affected() == 0 {
-                return Err(Error::SessionExists(session.name.clone()));
+                )
+                .bind(&session.id)
+                .bind(&session.name)
+                .bind(&session.agent.name)
+                .bind(encode(&session.name, "spec", &session.agent)?)
+                .bind(policy)
+                .bind(nanos(session.created_at))
+                .execute(&mut *tx)
+                .await?;
+                if inserted.rows_affected() == 0 {
+                    return Err(Error::SessionExists(session.name.clone()));
+                }
+                Ok(())
             }
-            tx.commit().await?;
-            Ok(())
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -154,19 +157,22 @@ impl SessionStore for PostgresStore {
     async fn remove_session(&self, name: &str) -> Result<Session> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            // Turns, messages and the queue go with it (ON DELETE CASCADE); runs stay.
-            let row = sqlx::query_as::<_, SessionRow>(concat!(
-                "DELETE FROM sessions WHERE name = $1 RETURNING ",
-                columns!()
-            ))
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let session = row
-                .ok_or_else(|| Error::SessionNotFound(name.to_owned()))?
-                .decode()?;
-            tx.commit().await?;
-            Ok(session)
+            let result: Result<_> = async {
+                // Turns, messages and the queue go with it (ON DELETE CASCADE); runs stay.
+                let row = sqlx::query_as::<_, SessionRow>(concat!(
+                    "DELETE FROM sessions WHERE name = $1 RETURNING ",
+                    columns!()
+                ))
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let session = row
+                    .ok_or_else(|| Error::SessionNotFound(name.to_owned()))?
+                    .decode()?;
+                Ok(session)
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -203,44 +209,49 @@ impl SessionStore for PostgresStore {
     ) -> Result<(Event, Lease, u32)> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let name = lock_session(&mut tx, session_id).await?;
-            let open = sqlx::query_as::<_, (i32, String)>(
-                "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
+            let result: Result<_> = async {
+                let name = lock_session(&mut tx, session_id).await?;
+                let open = sqlx::query_as::<_, (i32, String)>(
+                    "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
                  WHERE t.session_id = $1 AND r.status NOT IN ('completed', 'failed', 'cancelled')
                  ORDER BY t.turn LIMIT 1",
-            )
-            .bind(session_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some((turn, run)) = open {
-                return Err(Error::TurnInProgress {
-                    session: name,
-                    turn: turn_number(session_id, turn)?,
-                    run_id: run_id_of(session_id, &run)?,
+                )
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some((turn, run)) = open {
+                    return Err(Error::TurnInProgress {
+                        session: name,
+                        turn: turn_number(session_id, turn)?,
+                        run_id: run_id_of(session_id, &run)?,
+                    });
+                }
+                let last = sqlx::query_scalar::<_, Option<i32>>(
+                    "SELECT MAX(turn) FROM session_turns WHERE session_id = $1",
+                )
+                .bind(session_id)
+                .fetch_one(&mut *tx)
+                .await?;
+                let turn = turn_number(session_id, last.unwrap_or(0).saturating_add(1))?;
+                created.session = Some(SessionTurn {
+                    id: session_id.to_owned(),
+                    name,
+                    turn,
                 });
-            }
-            let last = sqlx::query_scalar::<_, Option<i32>>(
-                "SELECT MAX(turn) FROM session_turns WHERE session_id = $1",
-            )
-            .bind(session_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let turn = turn_number(session_id, last.unwrap_or(0).saturating_add(1))?;
-            created.session = Some(SessionTurn {
-                id: session_id.to_owned(),
-                name,
-                turn,
-            });
-            let (event, lease) =
-                insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
-            sqlx::query("INSERT INTO session_turns (session_id, turn, run_id) VALUES ($1, $2, $3)")
+                let (event, lease) =
+                    insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
+                sqlx::query(
+                    "INSERT INTO session_turns (session_id, turn, run_id) VALUES ($1, $2, $3)",
+                )
                 .bind(session_id)
                 .bind(turn_to_sql(turn))
                 .bind(run_id.as_str())
                 .execute(&mut *tx)
                 .await?;
-            tx.commit().await?;
-            Ok((event, lease, turn))
+                Ok((event, lease, turn))
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -300,6 +311,7 @@ impl SessionStore for PostgresStore {
                 encoded.push(encode(session_id, "conversation", message)?);
             }
             let mut tx = self.begin().await?;
+            let result: Result<_> = async {
             lock_session(&mut tx, session_id).await?;
             let recorded = sqlx::query_scalar::<_, i32>(
                 "SELECT 1 FROM session_messages WHERE session_id = $1 AND turn = $2 LIMIT 1",
@@ -324,8 +336,10 @@ impl SessionStore for PostgresStore {
             .bind(&encoded)
             .execute(&mut *tx)
             .await?;
-            tx.commit().await?;
             Ok(())
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -333,6 +347,7 @@ impl SessionStore for PostgresStore {
     async fn enqueue(&self, session_id: &str, text: &str) -> Result<u32> {
         self.bounded(async {
             let mut tx = self.begin().await?;
+            let result: Result<_> = async {
             lock_session(&mut tx, session_id).await?;
             sqlx::query(
                 "INSERT INTO session_queue (session_id, seq, text, queued_at)
@@ -349,8 +364,10 @@ impl SessionStore for PostgresStore {
             .bind(session_id)
             .fetch_one(&mut *tx)
             .await?;
-            tx.commit().await?;
             Ok(u32::try_from(waiting).unwrap_or(u32::MAX))
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }
@@ -358,18 +375,21 @@ impl SessionStore for PostgresStore {
     async fn dequeue(&self, session_id: &str) -> Result<Option<String>> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            lock_session(&mut tx, session_id).await?;
-            let text = sqlx::query_scalar::<_, String>(
-                "DELETE FROM session_queue WHERE (session_id, seq) IN (
+            let result: Result<_> = async {
+                lock_session(&mut tx, session_id).await?;
+                let text = sqlx::query_scalar::<_, String>(
+                    "DELETE FROM session_queue WHERE (session_id, seq) IN (
                      SELECT session_id, seq FROM session_queue WHERE session_id = $1
                      ORDER BY seq LIMIT 1)
                  RETURNING text",
-            )
-            .bind(session_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(text)
+                )
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                Ok(text)
+            }
+            .await;
+            finish(tx, result).await
         })
         .await
     }

@@ -205,6 +205,25 @@ impl PostgresStore {
     }
 }
 
+/// Ends `tx` as `result` says: committed with a value, rolled back (and awaited) with an
+/// error. A transaction merely dropped is rolled back only when its connection is next
+/// used, and until then it keeps its row locks: a claim would skip a run a refused call
+/// left locked, and a writer of that run would wait.
+pub(crate) async fn finish<T>(tx: Transaction<'static, Postgres>, result: Result<T>) -> Result<T> {
+    match result {
+        Ok(value) => {
+            tx.commit().await?;
+            Ok(value)
+        }
+        Err(e) => {
+            // The call's own error says more than a failed rollback would; the connection
+            // goes back to the pool, which rolls back or closes it.
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
 /// The channel every notice goes to; its payload is the run's id.
 pub(crate) const CHANNEL: &str = "toren_moves";
 
