@@ -183,8 +183,8 @@ pub(crate) fn identity(settings: &Settings, slots: usize) -> Result<Identity, Fa
     })
 }
 
-/// The backend of the operator's `TOREN_SANDBOX`, checked now (and, for docker, its
-/// reaper, until `stop`).
+/// The backend of the operator's `TOREN_SANDBOX`, checked now (and, for docker and e2b,
+/// its reaper, until `stop`).
 pub(crate) async fn backends(
     settings: &Settings,
     service: &RunService,
@@ -196,6 +196,14 @@ pub(crate) async fn backends(
             if let Some(docker) = backend.docker {
                 tasks.spawn(sandbox::reap_periodically(
                     docker,
+                    service.clone(),
+                    stop.child_token(),
+                ));
+            }
+            if settings.sandbox == toren_config::SandboxChoice::E2b {
+                let e2b = wiring::e2b(settings).await?;
+                tasks.spawn(sandbox::reap_e2b_periodically(
+                    e2b,
                     service.clone(),
                     stop.child_token(),
                 ));
