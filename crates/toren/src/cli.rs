@@ -79,6 +79,49 @@ pub(crate) enum Command {
     /// The live workers sharing this database.
     #[command(subcommand)]
     Workers(WorkersCommand),
+    /// Deploy Toren to AWS: the keys into Secrets Manager, then the CloudFormation stack of
+    /// deploy/aws/toren.yaml (VPC, RDS Postgres, the API on ECS Fargate behind HTTPS, the
+    /// workers, log groups).
+    ///
+    /// Reads ANTHROPIC_API_KEY, OPENAI_API_KEY, E2B_API_KEY (required) and TOREN_API_TOKEN
+    /// (made when unset) from the environment, and AWS credentials, AWS_REGION and
+    /// AWS_ENDPOINT_URL as the AWS tools do. Running it again changes only what differs;
+    /// `--dry-run` changes nothing. Prints the API's URL on stdout.
+    DeployAws(DeployAwsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeployAwsArgs {
+    /// The stack's name, also the secrets' prefix (toren/STACK/...).
+    #[arg(long, default_value = "toren")]
+    pub(crate) stack: String,
+    /// The Toren image the tasks run (e.g. an ECR URI).
+    #[arg(long)]
+    pub(crate) image: Option<String>,
+    /// The ACM certificate of the load balancer's HTTPS listener.
+    #[arg(long)]
+    pub(crate) certificate_arn: Option<String>,
+    /// Deploy into this VPC instead of making one (with --public-subnets and --private-subnets).
+    #[arg(long)]
+    pub(crate) vpc_id: Option<String>,
+    /// With --vpc-id: the load balancer's subnets, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) public_subnets: Vec<String>,
+    /// With --vpc-id: the tasks' and the database's subnets (with a NAT route), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) private_subnets: Vec<String>,
+    /// How many worker tasks run.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) workers: u32,
+    /// Say what would be created or updated, and change nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Delete the stack; the database's final snapshot and the secrets are kept.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub(crate) delete: bool,
+    /// With --delete: schedule the secrets for deletion too (7 days' recovery window).
+    #[arg(long, requires = "delete")]
+    pub(crate) delete_secrets: bool,
 }
 
 #[derive(Debug, Args)]

@@ -85,6 +85,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Serve(args) => commands::serve::serve(&args).await,
         Command::Worker(args) => commands::worker::worker(&args).await,
         Command::Workers(WorkersCommand::List { json }) => commands::worker::list(json).await,
+        Command::DeployAws(args) => commands::deploy_aws::deploy_aws(&args).await,
         Command::Check(args) => commands::check::check(&args.paths),
         Command::Sandbox(SandboxCommand::List { json }) => commands::sandbox::list(json).await,
         Command::Sandbox(SandboxCommand::Reap { dry_run }) => {

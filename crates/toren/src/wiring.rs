@@ -486,6 +486,27 @@ pub(crate) async fn release_e2b(settings: &Settings, key: &str) {
     }
 }
 
+/// Where `toren deploy-aws` sends its AWS calls: `AWS_ENDPOINT_URL` (a local emulator)
+/// and `AWS_REGION` (else `AWS_DEFAULT_REGION`) when set; the rest (credentials, profile)
+/// the AWS SDK finds as the AWS tools do.
+pub(crate) fn aws_target() -> toren_deploy_aws::Target {
+    toren_deploy_aws::Target {
+        endpoint: process_env("AWS_ENDPOINT_URL"),
+        region: process_env("AWS_REGION").or_else(|| process_env("AWS_DEFAULT_REGION")),
+    }
+}
+
+/// The keys `toren deploy-aws` stores, from the settings.
+pub(crate) fn deploy_keys(settings: &Settings) -> toren_deploy_aws::Keys {
+    let value = |s: &Option<toren_config::Secret>| s.as_ref().map(|s| s.expose().to_owned());
+    toren_deploy_aws::Keys {
+        anthropic_api_key: value(&settings.anthropic_api_key),
+        openai_api_key: value(&settings.openai_api_key),
+        e2b_api_key: value(&settings.e2b_api_key),
+        api_token: value(&settings.api_token),
+    }
+}
+
 /// Whether this process runs inside a container: the files container engines put at the
 /// root of every container they start (Docker's `/.dockerenv`, Podman's
 /// `/run/.containerenv`). The compose worker uses it to refuse docker sandboxes.
