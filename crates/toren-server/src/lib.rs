@@ -2,11 +2,13 @@
 //! get, list (`listing`: filters and cursor pages) and cancel runs, read their events as
 //! JSON or follow them as Server-Sent Events, and see and decide their approvals; sessions
 //! and their turns, with one stream of all their events (`session_events`); workspace files
-//! (`files`); Prometheus metrics (`metrics`); the web page at `/` and `/ui/…` (`web`). Every route but `/healthz`, `/readyz` and `/openapi.json` needs a bearer
-//! token; every error is an `application/problem+json` document without internals. Each
-//! route is documented where its handler is (`#[utoipa::path]`), and [`openapi()`] is the
-//! OpenAPI 3.1 document collected from them (`openapi.rs`). The router
-//! opens no socket itself, so tests drive it with `tower::ServiceExt::oneshot`.
+//! (`files`); Prometheus metrics (`metrics`); the web page at `/` and `/ui/…` (`web`).
+//! Every API route but `/healthz`, `/readyz` and `/openapi.json` needs a bearer token (the
+//! web page's copies under `/ui/api` need its sign-in cookie instead); every error is an
+//! `application/problem+json` document without internals. Each route is documented where
+//! its handler is (`#[utoipa::path]`), and [`openapi()`] is the OpenAPI 3.1 document
+//! collected from them (`openapi.rs`). The router opens no socket itself, so tests drive it
+//! with `tower::ServiceExt::oneshot`.
 
 mod auth;
 mod error;
