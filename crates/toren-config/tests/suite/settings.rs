@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use insta::assert_snapshot;
 use pretty_assertions::assert_eq;
-use toren_config::{ENV_VARS, Error, QueueChoice, SandboxChoice, Secret, Settings, env_vars};
+use toren_config::{
+    ENV_VARS, Error, QueueChoice, SandboxChoice, Secret, Settings, TelegramSettings, env_vars,
+};
 
 fn settings(vars: &[(&str, &str)]) -> Result<Settings, Error> {
     let map: HashMap<String, String> = vars
@@ -405,11 +407,14 @@ fn debug_output_never_shows_a_secret() {
 #[test]
 fn only_registered_variables_are_read() {
     let asked = std::cell::RefCell::new(Vec::new());
-    Settings::from_lookup(|name| {
+    let lookup = |name: &str| {
         asked.borrow_mut().push(name.to_owned());
         (name == "HOME").then(|| "/h".to_owned())
-    })
-    .expect("valid");
+    };
+    // The runtime's settings and the Telegram bot's (read only by the processes that run
+    // the bot) together read the whole registry.
+    Settings::from_lookup(lookup).expect("valid");
+    TelegramSettings::from_lookup(lookup).expect("valid");
     let mut asked = asked.into_inner();
     asked.sort();
     asked.dedup();
