@@ -88,6 +88,7 @@ impl RunState {
             backend: backend.to_owned(),
             instance,
             workspace,
+            envd_version: None,
         })
     }
 

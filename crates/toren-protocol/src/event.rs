@@ -227,6 +227,10 @@ pub struct SandboxProvisioned {
     pub instance: String,
     /// The workspace directory on the host.
     pub workspace: String,
+    /// The version of the in-sandbox daemon the backend drives, when it has one: E2B's
+    /// `envdVersion`. Absent for local and docker, and in events written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envd_version: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -331,4 +335,29 @@ pub struct MessageDelivered {
 
 fn is_false(value: &bool) -> bool {
     !*value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandbox_provisioned_envd_version_is_optional_both_ways() {
+        // An event written before the field still folds; one without it writes no key.
+        let old = r#"{"backend":"docker","instance":"c1","workspace":"/w"}"#;
+        let folded: SandboxProvisioned = serde_json::from_str(old).unwrap();
+        assert_eq!(folded.envd_version, None);
+        assert_eq!(serde_json::to_string(&folded).unwrap(), old);
+
+        let e2b = SandboxProvisioned {
+            envd_version: Some("0.6.13".into()),
+            ..folded
+        };
+        let written = serde_json::to_value(&e2b).unwrap();
+        assert_eq!(written["envd_version"], "0.6.13");
+        assert_eq!(
+            serde_json::from_value::<SandboxProvisioned>(written).unwrap(),
+            e2b
+        );
+    }
 }

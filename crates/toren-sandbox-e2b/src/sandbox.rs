@@ -303,6 +303,13 @@ impl Sandbox for E2bSandbox {
         )
     }
 
+    /// The envd version E2B reported for the sandbox behind `instance_id`.
+    fn envd_version(&self) -> Option<String> {
+        locked(&self.last)
+            .as_ref()
+            .map(|(_, version)| version.clone())
+    }
+
     async fn exec(&self, req: ExecRequest) -> toren_sandbox::Result<ExecOutput> {
         check_command(&req.command)?;
         let message = start_message(&req.command, &self.setup.env, SANDBOX_WORKDIR);

@@ -98,6 +98,12 @@ pub trait Sandbox: fmt::Debug + Send + Sync {
     /// The backend's id for this instance, recorded in `sandbox_provisioned`.
     fn instance_id(&self) -> String;
 
+    /// The version of the daemon inside the instance (E2B's envd), recorded in
+    /// `sandbox_provisioned`; `None` for backends without one, and before it is known.
+    fn envd_version(&self) -> Option<String> {
+        None
+    }
+
     /// Runs one command. Errors are host faults (the sandbox could not be started), except
     /// a command no shell can take ([`check_command`]); a command that fails or times out is
     /// an `Ok` with its exit code and flags.

@@ -181,12 +181,13 @@ impl Worker {
                 return Ok(None);
             }
         };
-        if let Some(provisioned) = state.provisioned(
+        if let Some(mut provisioned) = state.provisioned(
             opened.backend(),
             opened.instance_id(),
             opened.workspace().path().display().to_string(),
         ) && state.sandbox.is_none()
         {
+            provisioned.envd_version = opened.envd_version();
             self.append(run, state, vec![EventKind::SandboxProvisioned(provisioned)])
                 .await?;
         }
@@ -237,11 +238,12 @@ impl Worker {
         let mut kinds = Vec::new();
         // A backend may make its instance only when the first command runs (docker's
         // container), or make a new one when the old one vanished: record each.
-        if let Some(provisioned) = state.provisioned(
+        if let Some(mut provisioned) = state.provisioned(
             sandbox.backend(),
             sandbox.instance_id(),
             sandbox.workspace().path().display().to_string(),
         ) {
+            provisioned.envd_version = sandbox.envd_version();
             kinds.push(EventKind::SandboxProvisioned(provisioned));
         }
         // The file it handed to the person, if any, is journaled with its result.

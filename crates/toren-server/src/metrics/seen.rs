@@ -233,6 +233,7 @@ mod tests {
             backend: backend.to_owned(),
             instance: instance.to_owned(),
             workspace: "/srv/ws".to_owned(),
+            envd_version: None,
         })
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::Value;
-use toren_test_support::e2b::FakeE2b;
+use toren_test_support::e2b::{ENVD_VERSION, FakeE2b};
 
 use super::common::{Toren, read, text};
 use super::scripted::{WORK_AGENT, WORK_SCRIPT};
@@ -32,6 +32,8 @@ fn provisioned(events: &[Value]) -> Vec<String> {
         .filter(|e| e["type"] == "sandbox_provisioned")
         .map(|e| {
             assert_eq!(e["backend"], "e2b");
+            // The envd version E2B reported for the sandbox, as the fake reports it.
+            assert_eq!(e["envd_version"], ENVD_VERSION);
             e["instance"].as_str().unwrap().to_owned()
         })
         .collect()
