@@ -303,6 +303,10 @@ impl Checker<'_> {
                 }
             },
         };
+        let (network, egress) = match mapping.network {
+            None => (false, None),
+            Some(network) => self.network(network)?,
+        };
         let env = self.env(mapping.env.unwrap_or_default())?;
         let limits = match mapping.limits {
             None => ResourceLimits::default(),
@@ -310,7 +314,8 @@ impl Checker<'_> {
         };
         Ok(SandboxSpec {
             image,
-            network: mapping.network.unwrap_or(false),
+            network,
+            egress,
             approval,
             env,
             limits,

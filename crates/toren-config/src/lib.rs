@@ -14,6 +14,7 @@ pub mod env_vars;
 mod error;
 mod limits;
 mod lookup;
+mod network;
 mod raw;
 mod settings;
 mod telegram;

@@ -42,7 +42,7 @@ pub(crate) struct RawSandboxMapping {
     #[serde(default)]
     pub(crate) image: Option<Spanned<String>>,
     #[serde(default)]
-    pub(crate) network: Option<bool>,
+    pub(crate) network: Option<Spanned<RawNetwork>>,
     #[serde(default)]
     pub(crate) approval: Option<Spanned<String>>,
     #[serde(default)]
@@ -51,6 +51,26 @@ pub(crate) struct RawSandboxMapping {
     pub(crate) limits: Option<Spanned<RawLimits>>,
     #[serde(default)]
     pub(crate) on_interrupt: Option<Spanned<String>>,
+}
+
+/// `network:` inside `sandbox:` — `true`, `false`, a list of hosts, a mapping
+/// `{allow, ask}`, or something else to report.
+#[derive(Debug)]
+pub(crate) enum RawNetwork {
+    Flag(bool),
+    List(Vec<Spanned<String>>),
+    Mapping(Box<RawNetworkMapping>),
+    Other(Found),
+}
+
+/// The mapping form of `network:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNetworkMapping {
+    #[serde(default)]
+    pub(crate) allow: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub(crate) ask: Option<bool>,
 }
 
 /// `limits:` inside `sandbox:` — a mapping, or something else to report.
@@ -315,5 +335,52 @@ impl<'de> Deserialize<'de> for RawCount {
         }
 
         deserializer.deserialize_any(CountVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawNetwork {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NetworkVisitor;
+
+        impl<'de> Visitor<'de> for NetworkVisitor {
+            type Value = RawNetwork;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false, a list of hosts or a mapping")
+            }
+
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawNetwork, E> {
+                Ok(RawNetwork::Flag(value))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawNetwork, A::Error> {
+                // As for maps: serde-saphyr's own access, so every host keeps its position.
+                Vec::<Spanned<String>>::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(RawNetwork::List)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawNetwork, A::Error> {
+                RawNetworkMapping::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|mapping| RawNetwork::Mapping(Box::new(mapping)))
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<RawNetwork, E> {
+                Ok(RawNetwork::Other(Found::string(value)))
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawNetwork, E> {
+                Ok(RawNetwork::Other(Found::number(value)))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawNetwork, E> {
+                Ok(RawNetwork::Other(Found::number(value)))
+            }
+
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawNetwork, E> {
+                Ok(RawNetwork::Other(Found::number(value)))
+            }
+        }
+
+        deserializer.deserialize_any(NetworkVisitor)
     }
 }

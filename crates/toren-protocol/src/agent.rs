@@ -8,6 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::EgressPolicy;
+
 /// A parsed, validated agent file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentSpec {
@@ -55,8 +57,14 @@ pub struct SandboxSpec {
     /// Interpreted by the backend (a docker image, an E2B template); `None` = the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// `true`: the sandbox has the network, unfiltered. `false`: it has none, except
+    /// through Toren's egress proxy when `egress` is set.
     #[serde(default)]
     pub network: bool,
+    /// The hosts reachable through the egress proxy (`network: [hosts…]` or
+    /// `network: {allow, ask}` in the agent file); `None` for `network: true` / `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressPolicy>,
     #[serde(default)]
     pub approval: ApprovalPolicy,
     /// Names of the operator's variables the sandbox may see. Names only, never values.
@@ -153,6 +161,10 @@ pub struct ResolvedPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     pub network: bool,
+    /// The pinned host policy of the egress proxy (always with `network: false`); `None`:
+    /// no proxy, and in runs created before it existed, whose `network: bool` folds as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressPolicy>,
     pub approval: ApprovalPolicy,
     /// Granted variable names (values are read from the environment at execution time and
     /// never recorded).

@@ -11,6 +11,7 @@ mod event;
 mod ids;
 mod message;
 mod models;
+mod network;
 mod status;
 mod tool_args;
 
@@ -27,5 +28,6 @@ pub use event::{ContextCompacted, MessageRange, SizeRefusal};
 pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
 pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window};
+pub use network::{EgressPolicy, HostPattern, HostVerdict};
 pub use status::{RunStatus, UnknownStatus};
 pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};

@@ -39,6 +39,7 @@ pub fn resolve_policy(
         backend: backend.clone(),
         image: sandbox.image.clone(),
         network: sandbox.network,
+        egress: sandbox.egress.clone(),
         approval: sandbox.approval,
         env: sandbox.env.clone(),
         limits: sandbox.limits,

@@ -54,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
         backend: DockerBackend::NAME.to_owned(),
         image: Some(image.clone()),
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: ResourceLimits::default(),

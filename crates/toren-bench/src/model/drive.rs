@@ -70,6 +70,7 @@ pub(crate) async fn drive(
         backend: LocalBackend::NAME.to_owned(),
         image: None,
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: Default::default(),
@@ -86,6 +87,7 @@ pub(crate) async fn drive(
             sandbox: Some(SandboxSpec {
                 image: None,
                 network: false,
+                egress: None,
                 approval: ApprovalPolicy::Never,
                 env: Vec::new(),
                 limits: policy.limits,

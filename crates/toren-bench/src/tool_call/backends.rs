@@ -84,6 +84,7 @@ pub(crate) fn policy(backend: &str) -> ResolvedPolicy {
         backend: backend.to_owned(),
         image: (backend == DockerBackend::NAME).then(|| DEFAULT_IMAGE.to_owned()),
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: ResourceLimits::default(),

@@ -91,6 +91,7 @@ pub(crate) async fn tool_calls(
             sandbox: Some(SandboxSpec {
                 image: policy.image.clone(),
                 network: false,
+                egress: None,
                 approval: ApprovalPolicy::Never,
                 env: Vec::new(),
                 limits: policy.limits,

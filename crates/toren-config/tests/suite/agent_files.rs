@@ -60,6 +60,7 @@ fn sandbox_true_means_every_default() {
         Some(SandboxSpec {
             image: None,
             network: false,
+            egress: None,
             approval: ApprovalPolicy::Always,
             env: vec![],
             limits: ResourceLimits {
@@ -117,6 +118,7 @@ max_turns: 7
             sandbox: Some(SandboxSpec {
                 image: Some("node:22-slim".to_owned()),
                 network: true,
+                egress: None,
                 approval: ApprovalPolicy::Never,
                 env: vec!["MY_APP_DB_URL".to_owned(), "_PRIVATE_TOKEN2".to_owned()],
                 limits: ResourceLimits {

@@ -3,4 +3,5 @@ mod agent_files;
 mod common;
 mod fuzz_agent_file;
 mod lookup;
+mod network;
 mod settings;

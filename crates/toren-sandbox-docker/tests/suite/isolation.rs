@@ -19,6 +19,7 @@ async fn interfaces(network: bool) -> Vec<String> {
     let (_, sandbox) = env
         .open(&toren_protocol::ResolvedPolicy {
             network,
+            egress: None,
             ..policy()
         })
         .await;

@@ -172,6 +172,7 @@ pub(crate) fn policy() -> ResolvedPolicy {
         backend: DockerBackend::NAME.to_owned(),
         image: None,
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: ResourceLimits::default(),

@@ -218,6 +218,7 @@ pub(crate) fn local_policy() -> ResolvedPolicy {
         backend: LocalBackend::NAME.to_owned(),
         image: None,
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: ResourceLimits::default(),

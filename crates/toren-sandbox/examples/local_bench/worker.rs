@@ -96,6 +96,7 @@ pub(crate) async fn tool_call(
             sandbox: Some(SandboxSpec {
                 image: None,
                 network: false,
+                egress: None,
                 approval: ApprovalPolicy::Never,
                 env: Vec::new(),
                 limits: Default::default(),

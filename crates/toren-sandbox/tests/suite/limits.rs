@@ -33,6 +33,7 @@ async fn fixture(mode: Mode, limits: ResourceLimits) -> Fixture {
         backend: "local".to_owned(),
         image: None,
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits,

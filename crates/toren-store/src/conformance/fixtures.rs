@@ -42,6 +42,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             sandbox: Some(SandboxSpec {
                 image: None,
                 network: false,
+                egress: None,
                 approval: ApprovalPolicy::Always,
                 env: vec!["GITHUB_TOKEN".to_owned()],
                 limits: Default::default(),
@@ -55,6 +56,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             backend: "local".to_owned(),
             image: None,
             network: false,
+            egress: None,
             approval: ApprovalPolicy::Always,
             env: vec!["GITHUB_TOKEN".to_owned()],
             limits: Default::default(),

@@ -383,6 +383,7 @@ async fn runs_from_before_claims_are_claimed_by_their_pinned_backend_and_channel
             backend: "docker".into(),
             image: None,
             network: false,
+            egress: None,
             approval: toren_protocol::ApprovalPolicy::Never,
             env: Vec::new(),
             limits: Default::default(),

@@ -30,6 +30,7 @@ impl Fixture {
             backend: "local".to_owned(),
             image: None,
             network: false,
+            egress: None,
             approval: ApprovalPolicy::Never,
             env: Vec::new(),
             limits: Default::default(),

@@ -69,6 +69,7 @@ impl Home {
                 backend: LocalBackend::NAME.to_owned(),
                 image: None,
                 network: false,
+                egress: None,
                 approval: ApprovalPolicy::Never,
                 env: Vec::new(),
                 limits: Default::default(),

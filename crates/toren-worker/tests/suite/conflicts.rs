@@ -164,6 +164,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
     let spec = SandboxSpec {
         image: None,
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: Default::default(),
@@ -183,6 +184,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
             backend: LocalBackend::NAME.to_owned(),
             image: None,
             network: false,
+            egress: None,
             approval: ApprovalPolicy::Never,
             env: Vec::new(),
             limits: Default::default(),

@@ -191,6 +191,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         backend: LocalBackend::NAME.to_owned(),
         image: None,
         network: false,
+        egress: None,
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
         limits: Default::default(),
@@ -207,6 +208,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
             sandbox: Some(SandboxSpec {
                 image: None,
                 network: false,
+                egress: None,
                 approval: ApprovalPolicy::Never,
                 env: Vec::new(),
                 limits: Default::default(),

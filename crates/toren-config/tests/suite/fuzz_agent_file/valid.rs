@@ -31,6 +31,7 @@ pub(super) fn valid_spec() -> impl Strategy<Value = AgentSpec> {
         .prop_map(|(image, network, approval, env, limits)| SandboxSpec {
             image,
             network,
+            egress: None,
             approval,
             env,
             limits,

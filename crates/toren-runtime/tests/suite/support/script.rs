@@ -61,6 +61,7 @@ pub(crate) fn sandbox(approval: ApprovalPolicy) -> SandboxSpec {
     SandboxSpec {
         image: None,
         network: false,
+        egress: None,
         approval,
         env: Vec::new(),
         limits: Default::default(),
