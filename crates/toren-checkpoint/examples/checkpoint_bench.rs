@@ -1,0 +1,74 @@
+//! What a checkpoint costs on a `node_modules`-like tree: the first one (every file read
+//! and stored), one with nothing changed (a stat per file), one with one file changed, and
+//! a restore after that change. The tree is made in a temporary directory.
+//!
+//! ```text
+//! cargo run --release -p toren-checkpoint --example checkpoint_bench [-- FILES]
+//! ```
+//!
+//! FILES defaults to 50000 (spread over directories of 50 files, 1-4 KiB each, one in ten
+//! sharing its content with another, as packages do).
+
+#![allow(clippy::print_stdout)]
+
+use std::time::Instant;
+
+use toren_checkpoint::{Exclude, Store};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files: usize = match std::env::args().nth(1) {
+        Some(n) => n.parse()?,
+        None => 50_000,
+    };
+    let dir = tempfile::tempdir()?;
+    let ws = dir.path().join("workspace");
+    let made = Instant::now();
+    for i in 0..files {
+        let pkg = ws.join(format!("node_modules/pkg{}/lib", i / 50));
+        if i % 50 == 0 {
+            std::fs::create_dir_all(&pkg)?;
+        }
+        let seed = if i % 10 == 0 { i / 10 } else { i };
+        let body = format!("module.exports = {seed};\n").repeat(40 + seed % 150);
+        std::fs::write(pkg.join(format!("f{i}.js")), body)?;
+    }
+    println!(
+        "tree: {files} files in {} directories, made in {:.1} s",
+        files.div_ceil(50) * 2 + 1,
+        made.elapsed().as_secs_f64()
+    );
+    let store = Store::open(dir.path().join("checkpoints"))?;
+    let none = Exclude::default();
+    let run = |label: &str| -> Result<String, Box<dyn std::error::Error>> {
+        let t = Instant::now();
+        let cp = store.checkpoint(&ws, &none)?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        println!(
+            "{label:<26} {ms:>9.1} ms  entries {:>6}  hashed {:>6}  blobs written {:>6} ({:.1} MiB)",
+            cp.stats.entries,
+            cp.stats.hashed,
+            cp.stats.blobs_written,
+            cp.stats.bytes_written as f64 / 1048576.0
+        );
+        Ok(cp.id)
+    };
+    let first = run("first checkpoint")?;
+    run("no change")?;
+    run("no change (again)")?;
+    std::fs::write(ws.join("node_modules/pkg7/lib/f357.js"), "changed\n")?;
+    run("one file changed")?;
+    let t = Instant::now();
+    store.restore(&first, &ws, &none)?;
+    println!(
+        "restore one changed file   {:>9.1} ms",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let t = Instant::now();
+    let ex = Exclude::new(&["node_modules/"])?;
+    store.checkpoint(&ws, &ex)?;
+    println!(
+        "node_modules/ excluded     {:>9.1} ms",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    Ok(())
+}

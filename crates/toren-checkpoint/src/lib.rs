@@ -1,0 +1,77 @@
+//! Workspace checkpoints: incremental, content-addressed, deduplicated snapshots of a
+//! run's workspace, kept in Toren's own directory outside it (the sandbox can neither see
+//! nor alter them), restored and compared on request.
+//!
+//! A [`Store`] is a directory:
+//!
+//! ```text
+//! <store>/objects/ab/cdef…   one blob per distinct file content, named by its SHA-256
+//! <store>/manifests/<id>.json one per checkpoint: path → kind, mode, size, hash or target
+//! <store>/tmp/               blobs and manifests being written (renamed into place)
+//! ```
+//!
+//! A checkpoint walks the workspace without following a symlink (each is recorded with its
+//! target), skips the excluded paths ([`Exclude`]), and reuses the previous manifest's hash
+//! for a file whose size, mtime, ctime and inode are unchanged, so an unchanged file costs
+//! one `lstat`. Blobs are renamed into place before the manifest that names them, and the
+//! manifest last (after a `syncfs`), so a process killed mid-checkpoint leaves the store
+//! as it was plus unreferenced temporaries. `keep` prunes the oldest manifests and the blobs
+//! no kept manifest references. The workspace is never deleted, only read (checkpoint) or
+//! made equal to a checkpoint (restore).
+//!
+//! Known limits: the walk is by path, each component checked with `lstat` and each file
+//! opened with `O_NOFOLLOW`; a process still running inside the sandbox that swaps a
+//! directory for a symlink between the check and the open could redirect a read
+//! (checkpoints are taken while no tool runs, so only a background process could).
+
+mod diff;
+mod exclude;
+mod store;
+mod walk;
+
+pub use diff::{Change, FileDiff};
+pub use exclude::Exclude;
+pub use store::{Checkpoint, Entry, EntryKind, Manifest, Stats, Store};
+
+/// What can go wrong reading or writing checkpoints.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checkpoint {id} not found in {store}")]
+    NotFound { id: String, store: String },
+    #[error("checkpoint manifest {path} does not parse: {source}")]
+    Manifest {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("blob {hash} is missing from the store (referenced by checkpoint {id})")]
+    MissingBlob { hash: String, id: String },
+    #[error("bad exclude pattern `{pattern}`: {reason}")]
+    Pattern {
+        pattern: String,
+        reason: &'static str,
+    },
+    #[error("path `{path}` in checkpoint {id} leaves the workspace")]
+    BadPath { path: String, id: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn io(
+    action: &'static str,
+    path: &std::path::Path,
+) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.display().to_string();
+    move |source| Error::Io {
+        action,
+        path,
+        source,
+    }
+}

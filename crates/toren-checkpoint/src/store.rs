@@ -1,0 +1,492 @@
+//! The checkpoint store: blobs by content, manifests by id, checkpoint, restore, prune.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File, FileTimes};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::walk::{self, Found};
+use crate::{Error, Exclude, Result, io};
+
+/// One path of a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Relative to the workspace, `/`-separated.
+    pub path: String,
+    /// Permission bits (`mode & 0o7777`).
+    pub mode: u32,
+    #[serde(flatten)]
+    pub kind: EntryKind,
+}
+
+/// What a path is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EntryKind {
+    Dir,
+    File {
+        size: u64,
+        /// SHA-256 of the content, hex.
+        hash: String,
+        /// What `lstat` said when the content was hashed: a file that still says so is
+        /// not read again.
+        mtime_ns: i64,
+        ctime_ns: i64,
+        ino: u64,
+    },
+    Symlink {
+        target: String,
+    },
+}
+
+/// One checkpoint's list of paths, sorted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    pub id: String,
+    /// Milliseconds since the epoch.
+    pub created_ms: u64,
+    pub entries: Vec<Entry>,
+    /// Paths not recorded: names that are not UTF-8, sockets, fifos, devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// What a checkpoint cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Entries recorded (files, directories, symlinks).
+    pub entries: usize,
+    /// Files whose content was read and hashed (new or changed since the last checkpoint).
+    pub hashed: usize,
+    /// Blobs written (content the store did not have).
+    pub blobs_written: usize,
+    pub bytes_written: u64,
+}
+
+/// A checkpoint just taken.
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    pub id: String,
+    pub stats: Stats,
+}
+
+/// A directory of blobs and manifests, outside the workspace it records.
+#[derive(Clone, Debug)]
+pub struct Store {
+    root: PathBuf,
+}
+
+impl Store {
+    /// Opens (making it if needed) the store at `root`.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        for sub in ["objects", "manifests", "tmp"] {
+            let dir = root.join(sub);
+            fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        }
+        Ok(Self { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Checkpoint ids, oldest first.
+    pub fn list(&self) -> Result<Vec<String>> {
+        let dir = self.root.join("manifests");
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io("read directory", &dir))? {
+            let entry = entry.map_err(io("read directory", &dir))?;
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+            {
+                ids.push(id.to_owned());
+            }
+        }
+        // ULIDs sort by time.
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// A checkpoint's manifest.
+    pub fn manifest(&self, id: &str) -> Result<Manifest> {
+        let path = self.manifest_path(id)?;
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotFound {
+                    id: id.to_owned(),
+                    store: self.root.display().to_string(),
+                });
+            }
+            Err(e) => return Err(io("read", &path)(e)),
+        };
+        serde_json::from_slice(&bytes).map_err(|source| Error::Manifest {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+
+    /// Records the workspace as it is now. Files unchanged since the latest checkpoint
+    /// (same size, mtime, ctime, inode) are not read; content the store has is not
+    /// written again.
+    pub fn checkpoint(&self, workspace: &Path, exclude: &Exclude) -> Result<Checkpoint> {
+        self.clear_tmp()?;
+        let previous = match self.list()?.last() {
+            Some(id) => Some(self.manifest(id)?),
+            None => None,
+        };
+        let known: HashMap<&str, &Entry> = previous
+            .iter()
+            .flat_map(|m| &m.entries)
+            .map(|e| (e.path.as_str(), e))
+            .collect();
+        let walked = walk::walk(workspace, exclude)?;
+        let mut stats = Stats::default();
+        let mut entries = Vec::with_capacity(walked.found.len());
+        for Found { path, meta } in walked.found {
+            let mode = meta.mode() & 0o7777;
+            let ft = meta.file_type();
+            let kind = if ft.is_dir() {
+                EntryKind::Dir
+            } else if ft.is_symlink() {
+                let full = workspace.join(&path);
+                let target = fs::read_link(&full).map_err(io("read link", &full))?;
+                EntryKind::Symlink {
+                    target: target.to_string_lossy().into_owned(),
+                }
+            } else {
+                let (mtime_ns, ctime_ns) = walk::times(&meta);
+                let cached = known.get(path.as_str()).and_then(|e| match &e.kind {
+                    EntryKind::File {
+                        size,
+                        hash,
+                        mtime_ns: m,
+                        ctime_ns: c,
+                        ino,
+                    } if *size == meta.len()
+                        && *m == mtime_ns
+                        && *c == ctime_ns
+                        && *ino == meta.ino() =>
+                    {
+                        Some(hash.clone())
+                    }
+                    _ => None,
+                });
+                match cached {
+                    Some(hash) => EntryKind::File {
+                        size: meta.len(),
+                        hash,
+                        mtime_ns,
+                        ctime_ns,
+                        ino: meta.ino(),
+                    },
+                    None => {
+                        stats.hashed += 1;
+                        self.store_file(&workspace.join(&path), &mut stats)?
+                    }
+                }
+            };
+            entries.push(Entry { path, mode, kind });
+        }
+        stats.entries = entries.len();
+        let id = ulid::Ulid::generate().to_string().to_lowercase();
+        let created_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let manifest = Manifest {
+            id: id.clone(),
+            created_ms,
+            entries,
+            skipped: walked.skipped,
+        };
+        self.write_manifest(&manifest)?;
+        Ok(Checkpoint { id, stats })
+    }
+
+    /// Reads one file (never through a symlink), writes its blob if new, and says what it
+    /// was when read.
+    fn store_file(&self, path: &Path, stats: &mut Stats) -> Result<EntryKind> {
+        let (mut file, meta) = walk::open_nofollow(path)?;
+        let tmp_path = self.tmp_path();
+        let mut tmp = File::create(&tmp_path).map_err(io("create", &tmp_path))?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut size = 0u64;
+        loop {
+            let n = file.read(&mut buf).map_err(io("read", path))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            tmp.write_all(&buf[..n]).map_err(io("write", &tmp_path))?;
+            size += n as u64;
+        }
+        drop(tmp);
+        let hash = hex::encode(hasher.finalize());
+        let blob = self.blob_path(&hash);
+        if blob.exists() {
+            fs::remove_file(&tmp_path).map_err(io("remove", &tmp_path))?;
+        } else {
+            if let Some(parent) = blob.parent() {
+                fs::create_dir_all(parent).map_err(io("create", parent))?;
+            }
+            fs::rename(&tmp_path, &blob).map_err(io("rename", &blob))?;
+            stats.blobs_written += 1;
+            stats.bytes_written += size;
+        }
+        let (mtime_ns, ctime_ns) = walk::times(&meta);
+        Ok(EntryKind::File {
+            size,
+            hash,
+            mtime_ns,
+            ctime_ns,
+            ino: meta.ino(),
+        })
+    }
+
+    /// The manifest last: flushed with every blob before it (one `syncfs`), then renamed
+    /// into place.
+    fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
+        let tmp_path = self.tmp_path();
+        let bytes = serde_json::to_vec(manifest).map_err(|source| Error::Manifest {
+            path: tmp_path.display().to_string(),
+            source,
+        })?;
+        fs::write(&tmp_path, &bytes).map_err(io("write", &tmp_path))?;
+        let root = File::open(&self.root).map_err(io("open", &self.root))?;
+        nix::unistd::syncfs(&root).map_err(|e| io("sync", &self.root)(std::io::Error::from(e)))?;
+        let path = self.manifest_path(&manifest.id)?;
+        fs::rename(&tmp_path, &path).map_err(io("rename", &path))?;
+        let dir = self.root.join("manifests");
+        File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("sync", &dir))
+    }
+
+    /// Makes the workspace what it was at checkpoint `id`: paths added since are removed,
+    /// changed ones written back with their modes (and mtimes), symlinks re-made. Excluded
+    /// paths are left alone. Safe to run again after an interruption.
+    pub fn restore(&self, id: &str, workspace: &Path, exclude: &Exclude) -> Result<()> {
+        let manifest = self.manifest(id)?;
+        for entry in &manifest.entries {
+            if !safe_path(&entry.path) {
+                return Err(Error::BadPath {
+                    path: entry.path.clone(),
+                    id: id.to_owned(),
+                });
+            }
+        }
+        let wanted: HashMap<&str, &Entry> = manifest
+            .entries
+            .iter()
+            .map(|e| (e.path.as_str(), e))
+            .collect();
+        let current = walk::walk(workspace, exclude)?;
+        let mut unchanged: HashSet<String> = HashSet::new();
+        let mut removed_dirs: Vec<String> = Vec::new();
+        // Remove what should not be there, or is there as another kind of thing.
+        for Found { path, meta } in &current.found {
+            if removed_dirs.iter().any(|d| {
+                path.starts_with(d.as_str()) && path.as_bytes().get(d.len()) == Some(&b'/')
+            }) {
+                continue;
+            }
+            let full = workspace.join(path);
+            let ft = meta.file_type();
+            let keep = match wanted.get(path.as_str()).map(|e| &e.kind) {
+                Some(EntryKind::Dir) => ft.is_dir(),
+                Some(EntryKind::Symlink { target }) => {
+                    ft.is_symlink()
+                        && fs::read_link(&full)
+                            .is_ok_and(|t| t.to_string_lossy() == target.as_str())
+                }
+                Some(EntryKind::File {
+                    size,
+                    mtime_ns,
+                    ctime_ns,
+                    ino,
+                    ..
+                }) => {
+                    if ft.is_file()
+                        && *size == meta.len()
+                        && (*mtime_ns, *ctime_ns) == walk::times(meta)
+                        && *ino == meta.ino()
+                    {
+                        unchanged.insert(path.clone());
+                    }
+                    ft.is_file()
+                }
+                None => false,
+            };
+            if keep {
+                continue;
+            }
+            if ft.is_dir() {
+                fs::remove_dir_all(&full).map_err(io("remove", &full))?;
+                removed_dirs.push(path.clone());
+            } else {
+                fs::remove_file(&full).map_err(io("remove", &full))?;
+            }
+        }
+        // Make what should be there, parents first (the entries are sorted).
+        for entry in &manifest.entries {
+            let full = workspace.join(&entry.path);
+            match &entry.kind {
+                EntryKind::Dir => {
+                    if !full.is_dir() {
+                        fs::create_dir(&full).map_err(io("create", &full))?;
+                    }
+                    // Writable while its children are written; its mode at the end.
+                    fs::set_permissions(&full, fs::Permissions::from_mode(0o700))
+                        .map_err(io("chmod", &full))?;
+                }
+                EntryKind::Symlink { target } => {
+                    if fs::symlink_metadata(&full).is_err() {
+                        std::os::unix::fs::symlink(target, &full).map_err(io("symlink", &full))?;
+                    }
+                }
+                EntryKind::File { hash, mtime_ns, .. } => {
+                    if !unchanged.contains(&entry.path) {
+                        self.write_back(id, hash, &full, entry.mode, *mtime_ns)?;
+                    } else {
+                        fs::set_permissions(&full, fs::Permissions::from_mode(entry.mode))
+                            .map_err(io("chmod", &full))?;
+                    }
+                }
+            }
+        }
+        for entry in manifest.entries.iter().rev() {
+            if entry.kind == EntryKind::Dir {
+                let full = workspace.join(&entry.path);
+                fs::set_permissions(&full, fs::Permissions::from_mode(entry.mode))
+                    .map_err(io("chmod", &full))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_back(
+        &self,
+        id: &str,
+        hash: &str,
+        full: &Path,
+        mode: u32,
+        mtime_ns: i64,
+    ) -> Result<()> {
+        let blob = self.blob_path(hash);
+        let mut source = match File::open(&blob) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::MissingBlob {
+                    hash: hash.to_owned(),
+                    id: id.to_owned(),
+                });
+            }
+            Err(e) => return Err(io("open", &blob)(e)),
+        };
+        let mut out = walk::create_nofollow(full, 0o600)?;
+        std::io::copy(&mut source, &mut out).map_err(io("write", full))?;
+        let secs = mtime_ns.div_euclid(1_000_000_000);
+        let nanos = mtime_ns.rem_euclid(1_000_000_000);
+        if let (Ok(secs), Ok(nanos)) = (u64::try_from(secs), u32::try_from(nanos)) {
+            let when = UNIX_EPOCH + Duration::new(secs, nanos);
+            out.set_times(FileTimes::new().set_modified(when))
+                .map_err(io("set times", full))?;
+        }
+        out.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(io("chmod", full))
+    }
+
+    /// A blob's content.
+    pub fn blob(&self, hash: &str) -> Result<Vec<u8>> {
+        let path = self.blob_path(hash);
+        fs::read(&path).map_err(io("read", &path))
+    }
+
+    /// Keeps the newest `keep` checkpoints, removing older manifests and every blob none
+    /// of the kept ones references. Returns how many checkpoints were removed.
+    pub fn prune(&self, keep: usize) -> Result<usize> {
+        let ids = self.list()?;
+        if ids.len() <= keep {
+            return Ok(0);
+        }
+        let (old, kept) = ids.split_at(ids.len() - keep);
+        // Manifests first: a blob is removed only once nothing can name it.
+        for id in old {
+            let path = self.manifest_path(id)?;
+            fs::remove_file(&path).map_err(io("remove", &path))?;
+        }
+        let mut live = HashSet::new();
+        for id in kept {
+            for entry in self.manifest(id)?.entries {
+                if let EntryKind::File { hash, .. } = entry.kind {
+                    live.insert(hash);
+                }
+            }
+        }
+        let objects = self.root.join("objects");
+        for fan in fs::read_dir(&objects).map_err(io("read directory", &objects))? {
+            let fan = fan.map_err(io("read directory", &objects))?.path();
+            let Some(prefix) = fan.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            for blob in fs::read_dir(&fan).map_err(io("read directory", &fan))? {
+                let blob = blob.map_err(io("read directory", &fan))?;
+                let name = blob.file_name();
+                let hash = format!("{prefix}{}", name.to_string_lossy());
+                if !live.contains(&hash) {
+                    let path = blob.path();
+                    fs::remove_file(&path).map_err(io("remove", &path))?;
+                }
+            }
+        }
+        Ok(old.len())
+    }
+
+    fn manifest_path(&self, id: &str) -> Result<PathBuf> {
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(Error::NotFound {
+                id: id.to_owned(),
+                store: self.root.display().to_string(),
+            });
+        }
+        Ok(self.root.join("manifests").join(format!("{id}.json")))
+    }
+
+    fn blob_path(&self, hash: &str) -> PathBuf {
+        let (fan, rest) = hash.split_at(hash.len().min(2));
+        self.root.join("objects").join(fan).join(rest)
+    }
+
+    fn tmp_path(&self) -> PathBuf {
+        self.root
+            .join("tmp")
+            .join(ulid::Ulid::generate().to_string())
+    }
+
+    /// What a killed checkpoint left behind.
+    fn clear_tmp(&self) -> Result<()> {
+        let dir = self.root.join("tmp");
+        for entry in fs::read_dir(&dir).map_err(io("read directory", &dir))? {
+            let path = entry.map_err(io("read directory", &dir))?.path();
+            fs::remove_file(&path).map_err(io("remove", &path))?;
+        }
+        Ok(())
+    }
+}
+
+/// A relative path of plain names: no `..`, no root, no empty name.
+fn safe_path(path: &str) -> bool {
+    !path.is_empty()
+        && path
+            .split('/')
+            .all(|n| !n.is_empty() && n != "." && n != "..")
+}

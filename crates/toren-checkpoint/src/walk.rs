@@ -1,0 +1,119 @@
+//! Walking a workspace without following symlinks, and opening its files without following
+//! one either.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+use nix::fcntl::OFlag;
+
+use crate::{Exclude, Result, io};
+
+/// One thing found in the workspace, with what `lstat` said.
+pub(crate) struct Found {
+    pub(crate) path: String,
+    pub(crate) meta: Metadata,
+}
+
+/// What a walk found: every entry (parents before children) and the names it skipped.
+pub(crate) struct Walked {
+    pub(crate) found: Vec<Found>,
+    /// Names that are not UTF-8 (not recorded) and special files (sockets, fifos, devices).
+    pub(crate) skipped: Vec<String>,
+}
+
+/// Every entry below `root` that is not excluded, sorted by path, parents first.
+pub(crate) fn walk(root: &Path, exclude: &Exclude) -> Result<Walked> {
+    let mut walked = Walked {
+        found: Vec::new(),
+        skipped: Vec::new(),
+    };
+    visit(root, "", exclude, &mut walked)?;
+    walked.found.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(walked)
+}
+
+fn visit(root: &Path, rel: &str, exclude: &Exclude, walked: &mut Walked) -> Result<()> {
+    let dir = if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    };
+    let entries = std::fs::read_dir(&dir).map_err(io("read directory", &dir))?;
+    for entry in entries {
+        let entry = entry.map_err(io("read directory", &dir))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            walked
+                .skipped
+                .push(format!("{rel}/{}", name.to_string_lossy()));
+            continue;
+        };
+        let path = if rel.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let full = root.join(&path);
+        // lstat: a symlink is itself, never what it points at.
+        let meta = match std::fs::symlink_metadata(&full) {
+            Ok(meta) => meta,
+            // Gone since the directory was read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io("stat", &full)(e)),
+        };
+        let ft = meta.file_type();
+        if exclude.excludes(&path, ft.is_dir()) {
+            continue;
+        }
+        if !(ft.is_dir() || ft.is_file() || ft.is_symlink()) {
+            walked.skipped.push(path);
+            continue;
+        }
+        let is_dir = ft.is_dir();
+        walked.found.push(Found {
+            path: path.clone(),
+            meta,
+        });
+        if is_dir {
+            visit(root, &path, exclude, walked)?;
+        }
+    }
+    Ok(())
+}
+
+/// Opens a regular file for reading, refusing a symlink in its last component.
+pub(crate) fn open_nofollow(path: &Path) -> Result<(File, Metadata)> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(io("open", path))?;
+    let meta = file.metadata().map_err(io("stat", path))?;
+    Ok((file, meta))
+}
+
+/// Creates a new regular file for writing (whatever was at the path is removed first, so
+/// a hard link's other names are never written through), refusing a symlink.
+pub(crate) fn create_nofollow(path: &Path, mode: u32) -> Result<File> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("remove", path)(e)),
+    }
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(io("create", path))
+}
+
+/// Nanoseconds since the epoch of the modification and change times.
+pub(crate) fn times(meta: &Metadata) -> (i64, i64) {
+    (
+        meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+    )
+}

@@ -1,0 +1,193 @@
+//! Checkpoints of real directories: incremental, deduplicated, restored byte for byte,
+//! compared, pruned.
+
+// Test helpers outside `#[test]` functions: a failed read is a failed test.
+#![allow(clippy::unwrap_used)]
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+use std::path::Path;
+
+use toren_checkpoint::{Change, Exclude, Store};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Everything under `root` as the test sees it: path → (kind, mode, content or target).
+fn snapshot(root: &Path) -> BTreeMap<String, (char, u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = fs::symlink_metadata(&path).unwrap();
+            let mode = meta.mode() & 0o7777;
+            if meta.file_type().is_symlink() {
+                let t = fs::read_link(&path).unwrap();
+                out.insert(rel, ('l', 0, t.display().to_string().into_bytes()));
+            } else if meta.is_dir() {
+                out.insert(rel, ('d', mode, Vec::new()));
+                stack.push(path);
+            } else {
+                out.insert(rel, ('f', mode, fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+fn setup() -> Result<(tempfile::TempDir, std::path::PathBuf, Store), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let ws = dir.path().join("workspace");
+    fs::create_dir(&ws)?;
+    let store = Store::open(dir.path().join("checkpoints"))?;
+    Ok((dir, ws, store))
+}
+
+#[test]
+fn restore_brings_back_the_tree_byte_for_byte() -> TestResult {
+    let (_dir, ws, store) = setup()?;
+    let none = Exclude::default();
+    fs::create_dir_all(ws.join("src/deep"))?;
+    fs::write(ws.join("src/main.rs"), "fn main() {}\n")?;
+    fs::write(ws.join("src/deep/data.bin"), [0u8, 1, 2, 255])?;
+    fs::write(ws.join("run.sh"), "#!/bin/sh\necho hi\n")?;
+    fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755))?;
+    symlink("src/main.rs", ws.join("link"))?;
+    symlink("/etc/passwd", ws.join("outside"))?;
+    let before = snapshot(&ws);
+    let first = store.checkpoint(&ws, &none)?;
+
+    // Change everything: edit, delete, add, chmod, turn a file into a dir, retarget a link.
+    fs::write(ws.join("src/main.rs"), "fn main() { println!(); }\n")?;
+    fs::remove_file(ws.join("src/deep/data.bin"))?;
+    fs::write(ws.join("new.txt"), "new")?;
+    fs::create_dir_all(ws.join("added/dir"))?;
+    fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o600))?;
+    fs::remove_file(ws.join("link"))?;
+    fs::create_dir(ws.join("link"))?;
+    fs::remove_file(ws.join("outside"))?;
+    symlink("/tmp", ws.join("outside"))?;
+    store.checkpoint(&ws, &none)?;
+    assert_ne!(snapshot(&ws), before);
+
+    store.restore(&first.id, &ws, &none)?;
+    assert_eq!(snapshot(&ws), before);
+    // The symlink to outside is itself again, and /etc/passwd was never touched.
+    assert_eq!(fs::read_link(ws.join("outside"))?, Path::new("/etc/passwd"));
+    // Restoring again changes nothing.
+    store.restore(&first.id, &ws, &none)?;
+    assert_eq!(snapshot(&ws), before);
+    Ok(())
+}
+
+#[test]
+fn unchanged_files_are_not_read_again_and_content_is_stored_once() -> TestResult {
+    let (_dir, ws, store) = setup()?;
+    let none = Exclude::default();
+    for i in 0..50 {
+        fs::write(ws.join(format!("f{i}")), "same content")?;
+    }
+    let first = store.checkpoint(&ws, &none)?;
+    assert_eq!(first.stats.entries, 50);
+    assert_eq!(first.stats.hashed, 50);
+    assert_eq!(first.stats.blobs_written, 1, "50 equal files are one blob");
+
+    let again = store.checkpoint(&ws, &none)?;
+    assert_eq!(again.stats.hashed, 0, "nothing changed: stat only");
+    assert_eq!(again.stats.blobs_written, 0);
+
+    fs::write(ws.join("f7"), "other content")?;
+    let third = store.checkpoint(&ws, &none)?;
+    assert_eq!(third.stats.hashed, 1);
+    assert_eq!(third.stats.blobs_written, 1);
+    assert_eq!(store.list()?, vec![first.id, again.id, third.id]);
+    Ok(())
+}
+
+#[test]
+fn excluded_paths_are_neither_stored_nor_touched_by_restore() -> TestResult {
+    let (dir, ws, store) = setup()?;
+    let ex = Exclude::new(&["node_modules/", "*.log"])?;
+    fs::create_dir_all(ws.join("web/node_modules/pkg"))?;
+    fs::write(ws.join("web/node_modules/pkg/index.js"), "x")?;
+    fs::write(ws.join("build.log"), "log")?;
+    fs::write(ws.join("kept.txt"), "kept")?;
+    let cp = store.checkpoint(&ws, &ex)?;
+    let paths: Vec<String> = store
+        .manifest(&cp.id)?
+        .entries
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    assert_eq!(paths, vec!["kept.txt", "web"]);
+
+    fs::write(ws.join("build.log"), "more log")?;
+    fs::write(ws.join("kept.txt"), "changed")?;
+    store.restore(&cp.id, &ws, &ex)?;
+    assert_eq!(fs::read_to_string(ws.join("kept.txt"))?, "kept");
+    assert_eq!(fs::read_to_string(ws.join("build.log"))?, "more log");
+    assert!(ws.join("web/node_modules/pkg/index.js").exists());
+    // The store is beside the workspace, not in it.
+    assert!(!store.root().starts_with(&ws));
+    assert!(dir.path().join("checkpoints/objects").is_dir());
+    Ok(())
+}
+
+#[test]
+fn diff_is_unified_for_text_and_one_line_for_binary() -> TestResult {
+    let (_dir, ws, store) = setup()?;
+    let none = Exclude::default();
+    fs::write(ws.join("a.txt"), "one\ntwo\nthree\n")?;
+    fs::write(ws.join("img.bin"), [0u8, 159, 146, 150])?;
+    fs::write(ws.join("gone.txt"), "bye\n")?;
+    let a = store.checkpoint(&ws, &none)?;
+    fs::write(ws.join("a.txt"), "one\n2\nthree\n")?;
+    fs::write(ws.join("img.bin"), [0u8, 1])?;
+    fs::remove_file(ws.join("gone.txt"))?;
+    fs::write(ws.join("new.txt"), "hello\n")?;
+    fs::set_permissions(ws.join("a.txt"), fs::Permissions::from_mode(0o644))?;
+    let b = store.checkpoint(&ws, &none)?;
+    let diffs = store.diff(&a.id, &b.id)?;
+    let by: BTreeMap<_, _> = diffs.iter().map(|d| (d.path.as_str(), d)).collect();
+    assert_eq!(by.len(), 4);
+    assert_eq!(by["a.txt"].change, Change::Modified);
+    assert_eq!(
+        by["a.txt"].text,
+        "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"
+    );
+    assert_eq!(
+        by["img.bin"].text,
+        "Binary file img.bin differs (4 -> 2 bytes)\n"
+    );
+    assert_eq!(by["gone.txt"].change, Change::Removed);
+    assert!(by["gone.txt"].text.contains("+++ /dev/null"));
+    assert_eq!(by["new.txt"].change, Change::Added);
+    assert!(by["new.txt"].text.contains("+hello"));
+    Ok(())
+}
+
+#[test]
+fn prune_keeps_the_newest_and_their_blobs() -> TestResult {
+    let (dir, ws, store) = setup()?;
+    let none = Exclude::default();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        fs::write(ws.join("f"), format!("version {i}"))?;
+        ids.push(store.checkpoint(&ws, &none)?.id);
+    }
+    let blobs = |d: &Path| {
+        fs::read_dir(d.join("checkpoints/objects"))
+            .unwrap()
+            .map(|f| fs::read_dir(f.unwrap().path()).unwrap().count())
+            .sum::<usize>()
+    };
+    assert_eq!(blobs(dir.path()), 5);
+    assert_eq!(store.prune(2)?, 3);
+    assert_eq!(store.list()?, ids[3..].to_vec());
+    assert_eq!(blobs(dir.path()), 2);
+    store.restore(&ids[3], &ws, &none)?;
+    assert_eq!(fs::read_to_string(ws.join("f"))?, "version 3");
+    assert!(store.restore(&ids[0], &ws, &none).is_err());
+    Ok(())
+}
