@@ -12,6 +12,7 @@
 //! the calls holds, woken by each call (no polling). A wrong token is answered 401, as
 //! Telegram does.
 
+mod methods;
 mod multipart;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -94,25 +95,25 @@ impl BotMessage {
 }
 
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     token: String,
     /// Updates not confirmed yet.
     pending: VecDeque<Value>,
     next_update: i64,
-    next_message: i64,
-    next_file: u64,
+    pub(crate) next_message: i64,
+    pub(crate) next_file: u64,
     /// The highest offset a `getUpdates` confirmed with.
     confirmed: i64,
     /// How many times each update id was handed out.
     handed: BTreeMap<i64, u32>,
     calls: Vec<Call>,
-    messages: BTreeMap<(i64, i64), BotMessage>,
+    pub(crate) messages: BTreeMap<(i64, i64), BotMessage>,
     /// file id → (path, bytes), both the people's and the bot's.
-    files: HashMap<String, (String, Vec<u8>)>,
+    pub(crate) files: HashMap<String, (String, Vec<u8>)>,
     /// method → retry_after for the next call of it.
     limits: HashMap<String, VecDeque<u32>>,
     /// Callback query id → the answer text.
-    answers: BTreeMap<String, String>,
+    pub(crate) answers: BTreeMap<String, String>,
 }
 
 struct Shared {
@@ -404,11 +405,11 @@ impl Drop for FakeTelegram {
     }
 }
 
-fn ok(result: Value) -> (u16, Value) {
+pub(crate) fn ok(result: Value) -> (u16, Value) {
     (200, json!({"ok": true, "result": result}))
 }
 
-fn bad(code: u16, description: &str) -> (u16, Value) {
+pub(crate) fn bad(code: u16, description: &str) -> (u16, Value) {
     (
         code,
         json!({"ok": false, "error_code": code, "description": description}),
@@ -456,7 +457,7 @@ fn params(query: Option<&str>, headers: &HeaderMap, body: &[u8]) -> (Value, Vec<
     (Value::Object(params), uploads)
 }
 
-fn int(params: &Value, name: &str) -> Option<i64> {
+pub(crate) fn int(params: &Value, name: &str) -> Option<i64> {
     match params.get(name)? {
         Value::Number(n) => n.as_i64(),
         Value::String(s) => s.parse().ok(),
@@ -489,7 +490,7 @@ async fn method(
         get_updates(&shared, &params).await
     } else {
         let mut state = shared.lock();
-        handle(&mut state, &method, &params, &uploads)
+        methods::handle(&mut state, &method, &params, &uploads)
     };
     {
         let mut state = shared.lock();
@@ -533,155 +534,6 @@ async fn get_updates(shared: &Shared, params: &Value) -> (u16, Value) {
         if tokio::time::timeout_at(deadline, waiting).await.is_err() {
             return ok(json!([]));
         }
-    }
-}
-
-fn handle(state: &mut State, method: &str, params: &Value, uploads: &[Upload]) -> (u16, Value) {
-    let chat = int(params, "chat_id");
-    match method {
-        "getMe" => {
-            ok(json!({"id": 42, "is_bot": true, "first_name": "toren", "username": "toren_bot"}))
-        }
-        "sendMessage" => {
-            let Some(chat) = chat else {
-                return bad(400, "Bad Request: chat_id is empty");
-            };
-            let text = params.get("text").and_then(Value::as_str).unwrap_or("");
-            if text.is_empty() {
-                return bad(400, "Bad Request: message text is empty");
-            }
-            if text.chars().count() > 4096 {
-                return bad(400, "Bad Request: message is too long");
-            }
-            let id = state.next_message;
-            state.next_message += 1;
-            state.messages.insert(
-                (chat, id),
-                BotMessage {
-                    chat_id: chat,
-                    message_id: id,
-                    kind: "text".to_owned(),
-                    text: text.to_owned(),
-                    parse_mode: params
-                        .get("parse_mode")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    reply_markup: params.get("reply_markup").cloned(),
-                    edits: 0,
-                    upload: None,
-                },
-            );
-            ok(
-                json!({"message_id": id, "date": 1_700_000_000, "chat": {"id": chat, "type": "private"}, "text": text}),
-            )
-        }
-        "editMessageText" | "editMessageReplyMarkup" => {
-            let (Some(chat), Some(id)) = (chat, int(params, "message_id")) else {
-                return bad(400, "Bad Request: message identifier is not specified");
-            };
-            let Some(message) = state.messages.get_mut(&(chat, id)) else {
-                return bad(400, "Bad Request: message to edit not found");
-            };
-            if method == "editMessageText" {
-                let text = params.get("text").and_then(Value::as_str).unwrap_or("");
-                if text.is_empty() || text.chars().count() > 4096 {
-                    return bad(400, "Bad Request: bad message text");
-                }
-                let markup = params.get("reply_markup").cloned();
-                if message.text == text && message.reply_markup == markup {
-                    return bad(
-                        400,
-                        "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
-                    );
-                }
-                message.text = text.to_owned();
-                message.parse_mode = params
-                    .get("parse_mode")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                message.reply_markup = markup;
-                message.edits += 1;
-            } else {
-                message.reply_markup = params.get("reply_markup").cloned();
-            }
-            ok(
-                json!({"message_id": id, "date": 1_700_000_000, "chat": {"id": chat, "type": "private"}}),
-            )
-        }
-        "sendChatAction" => ok(json!(true)),
-        "answerCallbackQuery" => {
-            let id = params
-                .get("callback_query_id")
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                .unwrap_or_default();
-            let text = params.get("text").and_then(Value::as_str).unwrap_or("");
-            state.answers.insert(id, text.to_owned());
-            ok(json!(true))
-        }
-        "sendPhoto" | "sendDocument" => {
-            let Some(chat) = chat else {
-                return bad(400, "Bad Request: chat_id is empty");
-            };
-            let field = if method == "sendPhoto" {
-                "photo"
-            } else {
-                "document"
-            };
-            let Some(upload) = uploads.iter().find(|u| u.field == field) else {
-                return bad(400, "Bad Request: there is no file in the request");
-            };
-            let limit = if method == "sendPhoto" {
-                10 << 20
-            } else {
-                50 << 20
-            };
-            if upload.bytes.len() > limit {
-                return bad(413, "Request Entity Too Large");
-            }
-            let id = state.next_message;
-            state.next_message += 1;
-            state.next_file += 1;
-            let file_id = format!("out{}", state.next_file);
-            state.files.insert(
-                file_id.clone(),
-                (format!("sent/{file_id}"), upload.bytes.clone()),
-            );
-            let caption = params.get("caption").and_then(Value::as_str).unwrap_or("");
-            state.messages.insert(
-                (chat, id),
-                BotMessage {
-                    chat_id: chat,
-                    message_id: id,
-                    kind: field.to_owned(),
-                    text: caption.to_owned(),
-                    parse_mode: params
-                        .get("parse_mode")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    reply_markup: None,
-                    edits: 0,
-                    upload: Some(upload.clone()),
-                },
-            );
-            let mut message = json!({"message_id": id, "date": 1_700_000_000, "chat": {"id": chat, "type": "private"}});
-            if method == "sendPhoto" {
-                message["photo"] =
-                    json!([{"file_id": file_id, "file_unique_id": "u", "width": 1, "height": 1}]);
-            } else {
-                message["document"] = json!({"file_id": file_id, "file_unique_id": "u", "file_name": upload.filename});
-            }
-            ok(message)
-        }
-        "getFile" => {
-            let id = params.get("file_id").and_then(Value::as_str).unwrap_or("");
-            match state.files.get(id) {
-                Some((path, bytes)) => ok(
-                    json!({"file_id": id, "file_unique_id": "u", "file_size": bytes.len(), "file_path": path}),
-                ),
-                None => bad(400, "Bad Request: invalid file_id"),
-            }
-        }
-        _ => bad(404, "Not Found"),
     }
 }
 
