@@ -26,4 +26,5 @@ mod telegram;
 mod terminal;
 mod trust;
 mod usage;
+mod web;
 mod workers;

@@ -1,0 +1,514 @@
+//! The web page in headless Chromium (Debian's `chromium` and `chromium-driver`, installed
+//! by scripts/install-chromium), driven over WebDriver (fantoccini) against the real
+//! `toren serve`: sign-in (a wrong token refused), a run started from the API whose events
+//! appear live, its bash call approved with the button, the run completing and the file it
+//! wrote opened in the workspace viewer; an agent's `<img src=x onerror=alert(1)>` shown as
+//! text; a session turn sent from the page; a server restart under an open run page, after
+//! which the page shows the remaining events once each. Screenshots (desktop and 375 px)
+//! go to target/web-shots/.
+
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use super::common::Toren;
+
+const TOKEN: &str = "web-test-token-0123456789";
+const WAIT: Duration = Duration::from_secs(30);
+const XSS: &str = "<img src=x onerror=alert(1)>";
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A child process killed when the test ends, however it ends.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `chromedriver` on a loopback port, and a browser session of it.
+struct Browser {
+    client: Client,
+    _driver: Reaped,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    async fn start() -> Self {
+        let port = free_port();
+        let mut driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (scripts/install-chromium installs it)");
+        let stdout = driver.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("started successfully") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let driver = Reaped(driver);
+        rx.recv_timeout(WAIT).expect("chromedriver starts");
+        let profile = tempfile::tempdir().unwrap();
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-dev-shm-usage",
+                    "--disable-gpu",
+                    format!("--user-data-dir={}", profile.path().display()),
+                    "--window-size=1280,900",
+                ],
+            }),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("a chromium session");
+        Self {
+            client,
+            _driver: driver,
+            _profile: profile,
+        }
+    }
+
+    async fn goto(&self, url: &str) {
+        self.client.goto(url).await.unwrap();
+    }
+
+    /// Waits for an element matching `xpath`.
+    async fn wait_for(&self, xpath: &str) -> fantoccini::elements::Element {
+        self.client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::XPath(xpath))
+            .await
+            .unwrap_or_else(|e| panic!("no {xpath}: {e}"))
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    async fn sign_in(&self, base: &str, token: &str) {
+        self.goto(&format!("{base}/ui/sign-in")).await;
+        let input = self.wait_for("//input[@id='token']").await;
+        input.send_keys(token).await.unwrap();
+        self.client
+            .find(Locator::Id("sign-in"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+
+    /// A PNG of the page at `width` into target/web-shots/`name`-`width`.png.
+    async fn shot(&self, name: &str, width: u32) {
+        self.client.set_window_size(width, 900).await.unwrap();
+        let png = self.client.screenshot().await.unwrap();
+        let dir = shots();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}-{width}.png")), png).unwrap();
+    }
+
+    async fn shots(&self, name: &str) {
+        self.shot(name, 375).await;
+        self.shot(name, 1280).await;
+    }
+
+    /// No alert is open (an `alert(1)` that ran would be).
+    async fn no_alert(&self) {
+        assert!(
+            self.client.get_alert_text().await.is_err(),
+            "an alert is open: script from a run ran"
+        );
+    }
+
+    async fn close(self) {
+        self.client.close().await.unwrap();
+    }
+}
+
+fn shots() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("web-shots")
+}
+
+/// `toren serve` on a fixed loopback port (so a restart keeps the page's origin).
+struct Server {
+    child: Reaped,
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Server {
+    fn start(toren: &Toren, port: u16) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut child = toren
+            .command(&["serve", "--workers", "2"])
+            .env("TOREN_API_ADDR", format!("127.0.0.1:{port}"))
+            .env("TOREN_API_TOKEN", TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on ") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let child = Reaped(child);
+        rx.recv_timeout(WAIT).expect("toren serve says its address");
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "GET {path}: {}", r.status());
+        r.json().await.unwrap()
+    }
+
+    async fn create(&self, agent: &str, input: &str) -> String {
+        let (status, run) = self
+            .post("/runs", json!({"agent": agent, "input": input}))
+            .await;
+        assert_eq!(status, 202, "{run}");
+        run["id"].as_str().unwrap().to_owned()
+    }
+
+    /// SIGTERM, and waits for the exit (code 0).
+    fn stop(mut self) {
+        let pid = self.child.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = self.child.0.wait().unwrap();
+        assert_eq!(status.code(), Some(0));
+    }
+}
+
+fn home() -> Toren {
+    let toren = Toren::new();
+    // Says the XSS line, asks to write a file (approval: the default for bash), then ends.
+    toren.file(
+        "careful-turns.yaml",
+        &format!(
+            "turns:\n  - text: {XSS:?}\n    tool_calls:\n      - bash: {{command: \"printf 'yes\\\\nfrom the agent\\\\n' > approved.txt\"}}\n  - text: \"done\"\n",
+        ),
+    );
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: scripted/careful-turns.yaml\nsandbox: true\n",
+    );
+    toren
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_watched_live_approved_with_the_button_and_its_file_opened() {
+    let toren = home();
+    let server = Server::start(&toren, free_port());
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+
+    // A wrong token is refused and shows nothing but the sign-in page.
+    browser.sign_in(&base, "not-the-right-token-at-all").await;
+    browser.wait_for("//p[@id='sign-in-error']").await;
+    browser.goto(&format!("{base}/ui/runs")).await;
+    browser.wait_for("//input[@id='token']").await;
+    assert!(browser.client.current_url().await.unwrap().path() == "/ui/sign-in");
+
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+
+    // Started from the API; the page follows it live.
+    let run = server.create("careful", XSS).await;
+    browser.goto(&format!("{base}/ui/runs")).await;
+    browser
+        .wait_for(&format!(
+            "//tr[@data-run='{run}']//span[normalize-space()='awaiting approval']"
+        ))
+        .await;
+    browser
+        .wait_for("//span[@id='pending-count' and normalize-space()='1']")
+        .await;
+    assert!(browser.client.title().await.unwrap().starts_with("(1) "));
+    browser.shots("runs").await;
+
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    let approve = browser
+        .wait_for("//section[@id='approval' and not(@hidden)]//button[@id='approve']")
+        .await;
+    assert!(
+        browser
+            .text("#approval-command")
+            .await
+            .contains("approved.txt"),
+        "the command asked about"
+    );
+    // The agent's markup and the input are text: no element, no alert.
+    browser
+        .wait_for(&format!(
+            "//li[contains(@class,'assistant')]/pre[.={XSS:?}]"
+        ))
+        .await;
+    assert_eq!(browser.text("#run-input").await, XSS);
+    let images = browser
+        .client
+        .find_all(Locator::Css("main img"))
+        .await
+        .unwrap();
+    assert!(images.is_empty(), "an element was made from a run's text");
+    browser.no_alert().await;
+    assert_eq!(browser.text("#run-status").await, "awaiting approval");
+    browser.shots("run-pending-approval").await;
+
+    approve.click().await.unwrap();
+    browser
+        .wait_for("//li[contains(@class,'final') and contains(@class,'completed') and normalize-space()='done']")
+        .await;
+    browser
+        .wait_for("//span[@id='run-status' and normalize-space()='completed']")
+        .await;
+    let meta = browser.text("li.tool .tool-meta").await;
+    assert!(meta.starts_with("exit 0 · "), "{meta}");
+    let folded = browser.text("li.tool details summary").await;
+    assert!(
+        folded.ends_with(" line") || folded.ends_with(" lines"),
+        "{folded}"
+    );
+    let decided = browser.text("li.decision").await;
+    assert_eq!(decided, "approved by api via api");
+    browser.no_alert().await;
+
+    // The file it wrote, from the workspace link.
+    browser
+        .client
+        .find(Locator::Id("workspace-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("//tr[@data-name='approved.txt']//a")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("//ol[@id='viewer']/li[2][.='from the agent']")
+        .await;
+    assert_eq!(browser.text("#viewer li:first-child").await, "yes");
+    browser.shots("workspace").await;
+    assert_eq!(
+        std::fs::read_to_string(toren.workspace(&run).join("approved.txt")).unwrap(),
+        "yes\nfrom the agent\n"
+    );
+
+    browser.close().await;
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_turn_sent_from_the_page_runs_and_is_shown_as_chat() {
+    let toren = home();
+    toren.file(
+        "chatty-turns.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo noted > note.txt\"}\n  - text: \"noted it\"\n",
+    );
+    toren.agent(
+        "chatty",
+        "name: chatty\nmodel: scripted/chatty-turns.yaml\nsandbox:\n  approval: never\n",
+    );
+    let server = Server::start(&toren, free_port());
+    let (status, session) = server
+        .post("/sessions", json!({"agent": "chatty", "name": "notes"}))
+        .await;
+    assert_eq!(status, 201, "{session}");
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+
+    browser.goto(&format!("{base}/ui/sessions/notes")).await;
+    let message = browser.wait_for("//textarea[@id='message']").await;
+    message.send_keys("take a note").await.unwrap();
+    browser
+        .client
+        .find(Locator::Id("send-button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // The page goes to the new turn's run, which completes.
+    browser
+        .wait_for("//li[contains(@class,'final') and normalize-space()='noted it']")
+        .await;
+    assert_eq!(browser.text("#run-input").await, "take a note");
+
+    // The session page shows the turn as chat, and its workspace has the file.
+    browser.goto(&format!("{base}/ui/sessions/notes")).await;
+    browser
+        .wait_for("//li[@data-turn='1']/div[contains(@class,'user')]/pre[.='take a note']")
+        .await;
+    browser
+        .wait_for("//li[@data-turn='1']/div[contains(@class,'assistant')]/pre[.='noted it']")
+        .await;
+    browser
+        .client
+        .find(Locator::Id("workspace-link"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("//tr[@data-name='note.txt']//a")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser.wait_for("//ol[@id='viewer']/li[.='noted']").await;
+    let view = server.get("/sessions/notes").await;
+    assert_eq!(view["turns"].as_array().unwrap().len(), 1, "{view}");
+
+    browser.close().await;
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_server_restart_the_open_run_page_shows_the_remaining_events_once_each() {
+    let toren = home();
+    let port = free_port();
+    let server = Server::start(&toren, port);
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+
+    let run = server.create("careful", "go").await;
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    browser
+        .wait_for("//section[@id='approval' and not(@hidden)]")
+        .await;
+    browser
+        .wait_for("//span[@id='stream-state' and @data-state='live']")
+        .await;
+
+    // The server goes away under the open page, and a new one takes its place.
+    server.stop();
+    browser
+        .wait_for("//span[@id='stream-state' and @data-state='reconnecting']")
+        .await;
+    let server = Server::start(&toren, port);
+    let pending = server.get(&format!("/runs/{run}/approvals")).await;
+    let call = pending["pending"][0]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, decided) = server
+        .post(
+            &format!("/runs/{run}/approvals/{call}"),
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{decided}");
+
+    browser
+        .wait_for("//li[contains(@class,'final') and normalize-space()='done']")
+        .await;
+    // Every journaled event is on the page exactly once.
+    let events = server.get(&format!("/runs/{run}/events?format=json")).await;
+    let expected: Vec<String> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].to_string())
+        .collect();
+    let mut shown = Vec::new();
+    for node in browser
+        .client
+        .find_all(Locator::Css("#timeline [data-seq]"))
+        .await
+        .unwrap()
+    {
+        shown.push(node.attr("data-seq").await.unwrap().unwrap());
+    }
+    let mut sorted = shown.clone();
+    sorted.sort_by_key(|s| s.parse::<u64>().unwrap());
+    sorted.dedup();
+    assert_eq!(sorted.len(), shown.len(), "an event shown twice: {shown:?}");
+    assert_eq!(sorted, expected, "events missing from the page");
+    assert_eq!(
+        browser
+            .client
+            .find_all(Locator::Css("li.decision"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    browser.close().await;
+    server.stop();
+}
