@@ -290,6 +290,7 @@ fn a_fleet_of_workers_killed_and_partitioned_completes_every_run_exactly_once() 
                     Partition {
                         k,
                         run,
+                        call,
                         cut_at: Instant::now(),
                         cut_at_us: now_us(),
                         restored_at: None,
@@ -366,6 +367,8 @@ fn a_fleet_of_workers_killed_and_partitioned_completes_every_run_exactly_once() 
 struct Partition {
     k: usize,
     run: String,
+    /// The slow call that was running when the link was cut.
+    call: String,
     cut_at: Instant,
     cut_at_us: i64,
     restored_at: Option<Instant>,
