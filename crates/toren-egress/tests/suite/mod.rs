@@ -1,0 +1,2 @@
+mod proxy;
+mod support;
