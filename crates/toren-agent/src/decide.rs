@@ -127,6 +127,7 @@ impl RunState {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 attempt,
+                checkpoint: None,
             },
             note: (attempt > 1).then_some(INTERRUPTED_NOTE),
         }

@@ -80,6 +80,7 @@ pub(crate) fn started(id: &str, attempt: u32) -> EventKind {
         call_id: id.into(),
         tool: "bash".into(),
         attempt,
+        checkpoint: None,
     })
 }
 
@@ -105,6 +106,7 @@ pub(crate) fn run_tool(call: ToolCall, attempt: u32) -> Action {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             attempt,
+            checkpoint: None,
         },
         call,
         attempt,

@@ -75,3 +75,43 @@ pub(crate) fn io(
         source,
     }
 }
+
+/// What a driver checkpoints and how many it keeps: the agent file's `sandbox.checkpoints`.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    pub exclude: Exclude,
+    /// Checkpoints kept per workspace; older ones are pruned once a quarter more exist.
+    pub keep: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            exclude: Exclude::default(),
+            keep: 100,
+        }
+    }
+}
+
+impl Policy {
+    /// The store beside a workspace (`<run dir>/checkpoints` for `<run dir>/workspace`):
+    /// outside what the sandbox mounts.
+    pub fn store_for(workspace: &std::path::Path) -> Option<std::path::PathBuf> {
+        workspace.parent().map(|dir| dir.join("checkpoints"))
+    }
+
+    /// Takes a checkpoint of `workspace` and prunes when more than `keep` plus a quarter
+    /// exist (so the mark-and-sweep over manifests is paid once per `keep / 4` checkpoints).
+    pub fn checkpoint(&self, workspace: &std::path::Path) -> Result<Checkpoint> {
+        let root = Self::store_for(workspace).ok_or_else(|| Error::BadPath {
+            path: workspace.display().to_string(),
+            id: String::new(),
+        })?;
+        let store = Store::open(root)?;
+        let taken = store.checkpoint(workspace, &self.exclude)?;
+        if store.list()?.len() > self.keep + self.keep.div_ceil(4).max(1) {
+            store.prune(self.keep.max(1))?;
+        }
+        Ok(taken)
+    }
+}

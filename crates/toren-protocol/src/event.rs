@@ -202,6 +202,12 @@ pub struct ToolStarted {
     /// 1 for the first execution; higher when an interrupted call is re-run.
     #[serde(default = "format_v1")]
     pub attempt: u32,
+    /// The workspace checkpoint taken just before this call could change the workspace
+    /// (`toren-checkpoint`'s id, in the store beside the run's workspace). Recorded by the
+    /// worker in the same append as the start, so the call and the state before it are
+    /// one durable fact; absent in logs from before checkpoints and when they are off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

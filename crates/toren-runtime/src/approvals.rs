@@ -176,6 +176,7 @@ mod tests {
                     call_id: "c1".into(),
                     tool: "bash".into(),
                     attempt: 1,
+                    checkpoint: None,
                 }),
             ),
             event(4, request("c1", "ls", 2)),

@@ -45,6 +45,7 @@ async fn measure(store: &dyn EventLog, n: usize) -> anyhow::Result<Vec<Duration>
             call_id: format!("call_{i}"),
             tool: "bash".into(),
             attempt: 1,
+            checkpoint: None,
         });
         let started = Instant::now();
         store.append(&lease, 1 + i as u64, vec![kind]).await?;

@@ -80,6 +80,8 @@ pub struct Worker {
     /// Whether a run that waits for a human is let go of ([`Outcome::AwaitingApproval`])
     /// rather than waited on.
     park_approvals: bool,
+    /// Workspace checkpoints before each call that can change the workspace (`None`: off).
+    pub(crate) checkpoints: Option<Arc<toren_checkpoint::Policy>>,
 }
 
 /// What driving one run holds besides its state.
@@ -100,7 +102,18 @@ impl Worker {
             history: None,
             channels: Arc::new(NoChannels),
             park_approvals: false,
+            checkpoints: None,
         }
+    }
+
+    /// The same worker, checkpointing the workspace (in the store beside it, see
+    /// [`toren_checkpoint::Policy::store_for`]) before each `bash`, `write_file` and
+    /// `edit_file` call of a sandbox whose workspace is on this host (local, docker); the
+    /// id is recorded in that call's `tool_started`.
+    #[must_use]
+    pub fn with_checkpoints(mut self, policy: toren_checkpoint::Policy) -> Self {
+        self.checkpoints = Some(Arc::new(policy));
+        self
     }
 
     /// The same worker, letting go of a run that waits for a human decision no

@@ -200,12 +200,14 @@ impl Worker {
         run: &mut RunContext<'_>,
         state: &mut RunState,
         call: ToolCall,
-        started: ToolStarted,
+        mut started: ToolStarted,
         note: Option<&'static str>,
     ) -> Result<(), Error> {
         let Some(sandbox) = self.sandbox(run, state).await? else {
             return Ok(());
         };
+        // The workspace as it is before the call, journaled with its start in one append.
+        started.checkpoint = self.checkpoint(sandbox.as_ref(), &call, state).await;
         if self
             .append(run, state, vec![EventKind::ToolStarted(started)])
             .await?
@@ -265,6 +267,39 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// A checkpoint of the workspace before a call that can change it, if this worker
+    /// takes them and the workspace is on this host. A checkpoint that fails is logged and
+    /// the call goes on without one: undo is lost for that step, the run is not.
+    async fn checkpoint(
+        &self,
+        sandbox: &dyn Sandbox,
+        call: &ToolCall,
+        state: &RunState,
+    ) -> Option<String> {
+        let policy = Arc::clone(self.checkpoints.as_ref()?);
+        if !matches!(call.name.as_str(), "bash" | "write_file" | "edit_file")
+            || !matches!(sandbox.backend(), "local" | "docker")
+        {
+            return None;
+        }
+        let workspace = sandbox.workspace().path().to_path_buf();
+        let taken = tokio::task::spawn_blocking(move || policy.checkpoint(&workspace)).await;
+        match taken {
+            Ok(Ok(checkpoint)) => {
+                tracing::debug!(run = %state.run_id, call = %call.id, checkpoint = %checkpoint.id, hashed = checkpoint.stats.hashed, "workspace checkpoint");
+                Some(checkpoint.id)
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(run = %state.run_id, call = %call.id, %error, "workspace checkpoint failed; the call runs without one");
+                None
+            }
+            Err(error) => {
+                tracing::warn!(run = %state.run_id, call = %call.id, %error, "workspace checkpoint task failed; the call runs without one");
+                None
+            }
+        }
     }
 
     /// Appends after the last folded event and folds what was written. If the log moved

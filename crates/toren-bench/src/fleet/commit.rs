@@ -79,6 +79,7 @@ async fn measure(
                 call_id: call,
                 tool: "bash".into(),
                 attempt: 1,
+                checkpoint: None,
             })
         } else {
             EventKind::ToolCompleted(ToolCompleted {

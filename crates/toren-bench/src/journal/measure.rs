@@ -48,6 +48,7 @@ fn started(call: &str) -> EventKind {
         call_id: call.to_owned(),
         tool: "bash".to_owned(),
         attempt: 1,
+        checkpoint: None,
     })
 }
 

@@ -380,6 +380,7 @@ fn turn(i: usize) -> Vec<EventKind> {
             call_id: id.clone(),
             tool: "read_file".into(),
             attempt: 1,
+            checkpoint: None,
         }),
         EventKind::ToolCompleted(ToolCompleted {
             call_id: id,

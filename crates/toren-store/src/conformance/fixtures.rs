@@ -113,6 +113,7 @@ pub(super) fn tool_started(call_id: &str) -> EventKind {
         call_id: call_id.to_owned(),
         tool: "bash".to_owned(),
         attempt: 1,
+        checkpoint: None,
     })
 }
 

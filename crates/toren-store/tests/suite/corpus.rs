@@ -233,6 +233,7 @@ fn expected() -> Vec<Event> {
                 call_id: s(call),
                 tool: s("bash"),
                 attempt: 1,
+                checkpoint: None,
             }),
         ),
         event(
@@ -431,6 +432,7 @@ fn compacted_run() -> Vec<Event> {
             call_id: s(id),
             tool: s("bash"),
             attempt: 1,
+            checkpoint: None,
         })
     };
     let completed = |id: &str, output: &str| {
@@ -553,6 +555,7 @@ fn delivering_run() -> Vec<Event> {
             call_id: s(id),
             tool: s("send_to_channel"),
             attempt,
+            checkpoint: None,
         })
     };
     vec![

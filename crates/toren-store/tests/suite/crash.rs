@@ -82,6 +82,7 @@ async fn crash_child() {
         call_id: "toolu_c".into(),
         tool: "bash".into(),
         attempt: 1,
+        checkpoint: None,
     });
     acknowledged.extend(store.append(&lease, 1, vec![started]).await.unwrap());
     let completed = EventKind::ToolCompleted(ToolCompleted {
@@ -95,6 +96,7 @@ async fn crash_child() {
         call_id: "toolu_d".into(),
         tool: "bash".into(),
         attempt: 1,
+        checkpoint: None,
     });
     acknowledged.extend(
         store

@@ -37,6 +37,7 @@ fn started(call: &str) -> EventKind {
         call_id: call.into(),
         tool: "bash".into(),
         attempt: 1,
+        checkpoint: None,
     })
 }
 

@@ -97,6 +97,7 @@ async fn reopening_the_file_keeps_everything() {
                 call_id: "toolu_1".into(),
                 tool: "bash".into(),
                 attempt: 1,
+                checkpoint: None,
             })],
         )
         .await

@@ -1,4 +1,5 @@
 mod channel;
+mod checkpoints;
 mod conflicts;
 mod lease_renewal;
 mod unreplayable;
