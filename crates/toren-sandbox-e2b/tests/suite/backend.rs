@@ -418,3 +418,51 @@ async fn a_resumed_run_whose_sandbox_expired_meanwhile_is_told_its_files_are_los
     );
     assert!(out.output.ends_with("on\n"), "{}", out.output);
 }
+
+/// The command lines of the processes `/proc` shows, one a line.
+const PROCESSES: &str =
+    r#"for p in /proc/[0-9]*; do tr '\0' ' ' < "$p/cmdline" 2>/dev/null; echo; done"#;
+
+fn host_has(cmdline: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_is_one_machine_of_its_own_and_its_end_ends_every_process() {
+    let fx = Fixture::new();
+    let backend = fx.backend();
+    let a = backend
+        .open(&run_id(), &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    let b = backend
+        .open(&run_id(), &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    run(a.as_ref(), "nohup sleep 301 >/dev/null 2>&1 &").await;
+    // A later command of the same sandbox sees the process left running, and can end it.
+    let seen = run(a.as_ref(), PROCESSES).await.output;
+    assert!(seen.lines().any(|l| l.trim() == "sleep 301"), "{seen}");
+    // Neither the other sandbox nor the host's processes are visible: a handful of lines
+    // (the sandbox's init, its keeper, this command), none of the test's.
+    let other = run(b.as_ref(), PROCESSES).await.output;
+    assert!(!other.contains("sleep 301"), "{other}");
+    let me = std::fs::read_to_string("/proc/self/cmdline").unwrap();
+    let me = me.split('\0').next().unwrap();
+    assert!(!seen.contains(me) && !other.contains(me), "{seen}\n{other}");
+    assert!(seen.lines().filter(|l| !l.is_empty()).count() < 8, "{seen}");
+    // Killing the sandbox ends the process it left, as a VM's end does.
+    assert!(host_has("sleep 301"));
+    assert!(fx.fake.kill(&a.instance_id()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while host_has("sleep 301") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sleep 301 outlived its sandbox"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -295,7 +295,10 @@ async fn start(
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(64);
     let _ = tx
-        .send(Ok(envelope(0, &json!({"event": {"start": {"pid": pid}}}))))
+        .send(Ok(envelope(
+            0,
+            &json!({"event": {"start": {"pid": pid.inside}}}),
+        )))
         .await;
     if cut {
         // Once the headers and the start event are out, the connection fails.
@@ -324,7 +327,9 @@ async fn start(
                 () = tokio::time::sleep(idle) => Some(json!({"keepalive": {}})),
                 () = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX)), if until_deadline.is_some() => {
                     killed_at_deadline = true;
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0)), nix::sys::signal::Signal::SIGKILL);
+                    if let Ok(host) = i32::try_from(pid.host) {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(host), nix::sys::signal::Signal::SIGKILL);
+                    }
                     break;
                 }
             };
@@ -418,11 +423,12 @@ fn send_signal(state: &Shared, target: &Target, body: &[u8]) -> Response {
         Some("SIGNAL_SIGTERM") => nix::sys::signal::Signal::SIGTERM,
         _ => return connect_error("unimplemented", "only SIGKILL and SIGTERM are supported"),
     };
-    let known = pid.filter(|pid| {
+    // The pid is the sandbox's; the process is signalled by its host pid.
+    let known = pid.filter(|pid| *pid != 0).and_then(|pid| {
         lock(state)
             .sandboxes
             .get(&target.id)
-            .is_some_and(|s| s.pids.contains(pid))
+            .and_then(|s| s.pids.iter().find(|p| p.inside == pid).map(|p| p.host))
     });
     let Some(pid) = known.and_then(|p| i32::try_from(p).ok()) else {
         return connect_error("not_found", "process not found");
