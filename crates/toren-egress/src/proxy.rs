@@ -98,9 +98,11 @@ impl Proxy {
     {
         let proxy = self.clone();
         tokio::spawn(async move {
+            let token = shutdown.clone();
             let service = hyper::service::service_fn(move |request| {
                 let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(proxy.handle(request).await) }
+                let token = token.clone();
+                async move { Ok::<_, Infallible>(proxy.handle(request, token).await) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -116,7 +118,11 @@ impl Proxy {
         });
     }
 
-    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+    async fn handle(
+        &self,
+        request: Request<Incoming>,
+        shutdown: CancellationToken,
+    ) -> Response<Body> {
         let method = request.method().to_string();
         let target = match target(&request) {
             Ok(target) => target,
@@ -137,7 +143,9 @@ impl Proxy {
             outcome: outcome.clone(),
         });
         match (stream, outcome) {
-            (Some(stream), _) if request.method() == Method::CONNECT => tunnel(request, stream),
+            (Some(stream), _) if request.method() == Method::CONNECT => {
+                tunnel(request, stream, shutdown)
+            }
             (Some(stream), _) => forward(request, stream).await,
             (None, Outcome::Refused(refusal)) => refused(refusal),
             (None, Outcome::Allowed { .. }) => {
@@ -267,14 +275,23 @@ fn target(request: &Request<Incoming>) -> Result<(String, u16), String> {
 }
 
 /// Answers 200 and, once the client's connection is upgraded, copies bytes both ways.
-fn tunnel(request: Request<Incoming>, mut upstream: TcpStream) -> Response<Body> {
+/// The tunnel ends with the proxy (`shutdown`): a finished run leaves no open connection.
+fn tunnel(
+    request: Request<Incoming>,
+    mut upstream: TcpStream,
+    shutdown: CancellationToken,
+) -> Response<Body> {
     tokio::spawn(async move {
         match hyper::upgrade::on(request).await {
             Ok(upgraded) => {
                 let mut client = TokioIo::new(upgraded);
-                if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await
-                {
-                    tracing::debug!(%error, "egress tunnel ended");
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    copied = tokio::io::copy_bidirectional(&mut client, &mut upstream) => {
+                        if let Err(error) = copied {
+                            tracing::debug!(%error, "egress tunnel ended");
+                        }
+                    }
                 }
             }
             Err(error) => tracing::debug!(%error, "egress CONNECT upgrade failed"),

@@ -233,3 +233,27 @@ async fn the_proxy_serves_a_unix_socket_as_the_sandbox_would_reach_it() {
     shutdown.cancel();
     serving.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn stopping_the_proxy_closes_its_open_tunnels() {
+    let h = harness(policy(&["allowed.test"], false)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("egress.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let shutdown = CancellationToken::new();
+    let proxy = h.handle.clone();
+    let token = shutdown.clone();
+    let serving = tokio::spawn(async move { proxy.serve_unix(listener, token).await });
+    let mut stream = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let request = format!(
+        "CONNECT allowed.test:{0} HTTP/1.1\r\nHost: allowed.test:{0}\r\n\r\n",
+        h.origin.port()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let head = read_head(&mut stream).await;
+    assert_eq!(status(&head), "200", "{head}");
+    // The tunnel is open and idle; stopping the proxy must end it (EOF for the client).
+    shutdown.cancel();
+    serving.await.unwrap().unwrap();
+    assert_eq!(read_all(&mut stream).await, "");
+}
