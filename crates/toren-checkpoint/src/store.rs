@@ -472,12 +472,26 @@ impl Store {
             .join(ulid::Ulid::generate().to_string())
     }
 
-    /// What a killed checkpoint left behind.
+    /// What a killed checkpoint left behind: temporaries older than ten minutes (a younger
+    /// one may be another process's checkpoint under way, e.g. `toren diff`'s beside a
+    /// worker's).
     fn clear_tmp(&self) -> Result<()> {
         let dir = self.root.join("tmp");
+        let old = SystemTime::now() - Duration::from_secs(600);
         for entry in fs::read_dir(&dir).map_err(io("read directory", &dir))? {
-            let path = entry.map_err(io("read directory", &dir))?.path();
-            fs::remove_file(&path).map_err(io("remove", &path))?;
+            let entry = entry.map_err(io("read directory", &dir))?;
+            let path = entry.path();
+            let stale = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < old);
+            if stale {
+                match fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io("remove", &path)(e)),
+                }
+            }
         }
         Ok(())
     }

@@ -49,6 +49,8 @@ pub(crate) enum Command {
     Runs(RunsCommand),
     /// Print a run's event log, oldest first.
     Events(EventsArgs),
+    /// Show what changed in a run's workspace between two steps (from its checkpoints).
+    Diff(DiffArgs),
     /// Approve a bash command a run is waiting on.
     Approve(DecideArgs),
     /// Deny a bash command a run is waiting on; the reason goes to the model.
@@ -299,6 +301,19 @@ pub(crate) struct EventsArgs {
     /// Keep printing new events as they are appended, until the run ends.
     #[arg(long, short = 'f')]
     pub(crate) follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// The run id.
+    pub(crate) run: String,
+    /// The workspace as it was after this step (an event's seq); default: the first
+    /// checkpoint.
+    #[arg(long)]
+    pub(crate) from: Option<u64>,
+    /// The workspace as it was after this step; default: as it is now.
+    #[arg(long)]
+    pub(crate) to: Option<u64>,
 }
 
 #[derive(Debug, Args)]

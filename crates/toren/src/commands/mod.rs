@@ -4,6 +4,7 @@ pub(crate) mod approve;
 pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod deploy_aws;
+pub(crate) mod diff;
 pub(crate) mod events;
 pub(crate) mod host;
 pub(crate) mod pool;

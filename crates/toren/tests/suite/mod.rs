@@ -6,6 +6,7 @@ mod chat;
 mod common;
 mod config_errors;
 mod context;
+mod diff;
 mod docker;
 mod e2b;
 mod fleet_chaos;
