@@ -51,6 +51,21 @@ impl EgressPolicy {
     }
 }
 
+impl crate::ResolvedPolicy {
+    /// The pinned network policy in one word for people: `true`, `false`, or the hosts
+    /// (`[pypi.org,*.github.com]`, with `+ask` when others are asked about).
+    pub fn network_label(&self) -> String {
+        match &self.egress {
+            None => self.network.to_string(),
+            Some(egress) => {
+                let hosts: Vec<&str> = egress.allow.iter().map(HostPattern::as_str).collect();
+                let ask = if egress.ask { "+ask" } else { "" };
+                format!("[{}]{ask}", hosts.join(","))
+            }
+        }
+    }
+}
+
 /// A host name or a `*.domain` pattern, validated and lower-cased.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -226,6 +241,16 @@ mod tests {
         }))
         .unwrap();
         assert_eq!((old.network, &old.egress), (true, &None));
+        assert_eq!(old.network_label(), "true");
+        let pinned = crate::ResolvedPolicy {
+            network: false,
+            egress: Some(EgressPolicy {
+                allow: vec![pattern("pypi.org"), pattern("*.github.com")],
+                ask: true,
+            }),
+            ..old.clone()
+        };
+        assert_eq!(pinned.network_label(), "[pypi.org,*.github.com]+ask");
         let new = serde_json::to_value(&old).unwrap();
         assert_eq!(
             new.get("egress"),

@@ -149,7 +149,7 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         Some(p) => println!(
             "sandbox    {} network={} approval={} env=[{}]",
             visible(&p.backend),
-            p.network,
+            p.network_label(),
             p.approval,
             visible(&p.env.join(", "))
         ),

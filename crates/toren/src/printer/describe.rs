@@ -20,7 +20,7 @@ pub(crate) fn describe(event: &Event) -> String {
                 |p| format!(
                     "{} network={} approval={} env=[{}]",
                     p.backend,
-                    p.network,
+                    p.network_label(),
                     p.approval,
                     p.env.join(",")
                 )
