@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
-use toren_protocol::{ApprovalPolicy, ResolvedPolicy, RunId};
+use toren_protocol::{ApprovalPolicy, EgressPolicy, HostPattern, ResolvedPolicy, RunId};
 use toren_sandbox::{
     Error, ExecOutput, ExecRequest, HELPER_PATH, HostLayout, LocalBackend, LocalSettings,
     RootEntry, Sandbox,
@@ -25,6 +25,7 @@ both_modes!(
     the_kernel_keyrings_are_out_of_reach,
     network_is_unshared_by_default,
     network_is_shared_when_granted,
+    a_host_list_keeps_the_sandbox_offline_until_the_proxy_is_bound_in,
     timeout_kills_the_command_and_its_children,
     nothing_the_command_started_outlives_the_call,
     huge_output_is_capped_to_head_and_tail,
@@ -300,6 +301,48 @@ async fn network_is_unshared_by_default(mode: Mode) {
     assert_eq!(out.exit_code, Some(1), "{}", out.output);
     assert!(out.output.contains("Connection refused"), "{}", out.output);
     assert!(!accepted);
+}
+
+/// `network: [hosts…]` pins an egress policy with `network: false`; until the egress proxy
+/// is bound into the sandbox (issue 18), the sandbox must stay offline even to a listed
+/// name, not fall open.
+async fn a_host_list_keeps_the_sandbox_offline_until_the_proxy_is_bound_in(mode: Mode) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let root = tempfile::tempdir().unwrap();
+    let policy = ResolvedPolicy {
+        backend: "local".to_owned(),
+        image: None,
+        network: false,
+        egress: Some(EgressPolicy {
+            allow: vec![HostPattern::parse("localhost").unwrap()],
+            ask: true,
+        }),
+        approval: ApprovalPolicy::Never,
+        env: Vec::new(),
+        limits: Default::default(),
+        workspace: None,
+        on_interrupt: Default::default(),
+        sandbox_key: None,
+        volume: None,
+    };
+    let sandbox = backend(&root.path().join("sandboxes"), mode)
+        .open(&RunId::new(), &policy, Vec::new())
+        .await
+        .unwrap();
+    let f = Fixture { root, sandbox };
+    let devices = f
+        .run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+        .await;
+    assert_eq!(devices, ok("lo\n"));
+    let command = format!("echo ping > /dev/tcp/localhost/{port} && echo connected");
+    let out = f.run(&command).await;
+    assert_eq!(out.exit_code, Some(1), "{}", out.output);
+    assert!(!out.output.contains("connected"), "{}", out.output);
+    // The command has ended: a connection it made would already wait in the backlog, and
+    // a zero timeout still polls `accept` once.
+    let accepted = tokio::time::timeout(Duration::ZERO, listener.accept()).await;
+    assert!(accepted.is_err(), "the host's listener was reached");
 }
 
 async fn network_is_shared_when_granted(mode: Mode) {
