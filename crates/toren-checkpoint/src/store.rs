@@ -197,6 +197,16 @@ impl Store {
             entries.push(Entry { path, mode, kind });
         }
         stats.entries = entries.len();
+        // Nothing changed since the latest checkpoint: it is this one too.
+        if let Some(previous) = &previous
+            && previous.entries == entries
+            && previous.skipped == walked.skipped
+        {
+            return Ok(Checkpoint {
+                id: previous.id.clone(),
+                stats,
+            });
+        }
         let id = ulid::Ulid::generate().to_string().to_lowercase();
         let created_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -207,7 +217,7 @@ impl Store {
             entries,
             skipped: walked.skipped,
         };
-        self.write_manifest(&manifest)?;
+        self.write_manifest(&manifest, stats.blobs_written > 0)?;
         Ok(Checkpoint { id, stats })
     }
 
@@ -252,17 +262,24 @@ impl Store {
         })
     }
 
-    /// The manifest last: flushed with every blob before it (one `syncfs`), then renamed
-    /// into place.
-    fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
+    /// The manifest last: flushed (with every new blob before it, by one `syncfs`, when
+    /// there are any), then renamed into place.
+    fn write_manifest(&self, manifest: &Manifest, new_blobs: bool) -> Result<()> {
         let tmp_path = self.tmp_path();
         let bytes = serde_json::to_vec(manifest).map_err(|source| Error::Manifest {
             path: tmp_path.display().to_string(),
             source,
         })?;
-        fs::write(&tmp_path, &bytes).map_err(io("write", &tmp_path))?;
-        let root = File::open(&self.root).map_err(io("open", &self.root))?;
-        nix::unistd::syncfs(&root).map_err(|e| io("sync", &self.root)(std::io::Error::from(e)))?;
+        let mut file = File::create(&tmp_path).map_err(io("create", &tmp_path))?;
+        file.write_all(&bytes).map_err(io("write", &tmp_path))?;
+        if new_blobs {
+            let root = File::open(&self.root).map_err(io("open", &self.root))?;
+            nix::unistd::syncfs(&root)
+                .map_err(|e| io("sync", &self.root)(std::io::Error::from(e)))?;
+        } else {
+            file.sync_all().map_err(io("sync", &tmp_path))?;
+        }
+        drop(file);
         let path = self.manifest_path(&manifest.id)?;
         fs::rename(&tmp_path, &path).map_err(io("rename", &path))?;
         let dir = self.root.join("manifests");

@@ -54,13 +54,13 @@ fn visit(root: &Path, rel: &str, exclude: &Exclude, walked: &mut Walked) -> Resu
         } else {
             format!("{rel}/{name}")
         };
-        let full = root.join(&path);
-        // lstat: a symlink is itself, never what it points at.
-        let meta = match std::fs::symlink_metadata(&full) {
+        // lstat relative to the directory read (`fstatat`, no symlink followed): a
+        // symlink is itself, never what it points at.
+        let meta = match entry.metadata() {
             Ok(meta) => meta,
             // Gone since the directory was read.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io("stat", &full)(e)),
+            Err(e) => return Err(io("stat", &root.join(&path))(e)),
         };
         let ft = meta.file_type();
         if exclude.excludes(&path, ft.is_dir()) {
