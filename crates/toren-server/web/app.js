@@ -243,8 +243,37 @@ function runsPage() {
     try { doc = JSON.parse(message.data); } catch (_) { return; }
     document.getElementById("pending-count").textContent = String(doc.pending);
     pendingTitle(doc.pending);
+    const tbody = document.querySelector("#runs tbody");
+    const rowOf = (id) => document.querySelector('tr[data-run="' + CSS.escape(id) + '"]');
+    // Newest first: the runs before the first one shown are new since the page loaded
+    // (added only on the unfiltered first page).
+    const fresh = [];
+    if (!window.location.search && tbody) {
+      for (const run of doc.runs) {
+        if (rowOf(run.id)) break;
+        fresh.push(run);
+      }
+    }
+    fresh.reverse().forEach((run) => {
+      const row = document.createElement("tr");
+      row.dataset.run = run.id;
+      const link = el("a", "", run.id);
+      link.href = "/ui/runs/" + encodeURIComponent(run.id);
+      const first = el("td");
+      first.append(link);
+      const status = el("span", "status", "");
+      status.dataset.status = "";
+      const statusCell = el("td");
+      statusCell.append(status);
+      const updated = el("td", "", run.updated);
+      updated.dataset.updated = "";
+      row.append(first, el("td", "", run.agent), statusCell, el("td", "", run.updated), updated);
+      tbody.prepend(row);
+      const none = document.getElementById("no-runs");
+      if (none) none.remove();
+    });
     doc.runs.forEach((run) => {
-      const row = document.querySelector('tr[data-run="' + CSS.escape(run.id) + '"]');
+      const row = rowOf(run.id);
       if (!row) return;
       setStatus(row.querySelector("[data-status]"), run.status);
       row.querySelector("[data-updated]").textContent = run.updated;

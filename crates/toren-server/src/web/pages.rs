@@ -401,6 +401,23 @@ pub(crate) async fn session(
         "<form id=\"send\" class=\"send\" data-session=\"{}\"><textarea id=\"message\" rows=\"3\" placeholder=\"Your next message\" required></textarea><button type=\"submit\" id=\"send-button\">Send</button><span id=\"send-result\" class=\"muted\"></span></form>",
         esc(&session.id)
     );
+    // The workspace's top directory, under the chat.
+    if let Some(root) = session.policy.as_ref().and_then(|p| p.workspace.clone()) {
+        let found = tokio::task::spawn_blocking(move || look(&root, ""))
+            .await
+            .ok()
+            .and_then(Result::ok);
+        if let Some(Found::Directory(entries)) = found {
+            body.push_str("<section class=\"panel\" id=\"workspace\"><h2>Workspace</h2>");
+            listing(
+                &mut body,
+                &format!("/ui/sessions/{}", url(&session.id)),
+                "",
+                entries,
+            );
+            body.push_str("</section>");
+        }
+    }
     let what = format!("Session {}", session.name);
     Ok(layout(
         &title_with(pending, &what),
@@ -507,6 +524,39 @@ fn human_size(bytes: u64) -> String {
     }
 }
 
+/// A directory's entries as a table of links (directories first), sizes beside them.
+fn listing(body: &mut String, owner_ui: &str, path: &str, entries: Vec<(String, EntryKind, u64)>) {
+    body.push_str("<table class=\"files\" id=\"files\"><thead><tr><th>Name</th><th>Size</th></tr></thead><tbody>");
+    if entries.is_empty() {
+        body.push_str("<tr><td colspan=\"2\" class=\"muted\">empty</td></tr>");
+    }
+    for (name, kind, size) in entries {
+        let full = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path}/{name}")
+        };
+        let (shown, size) = match kind {
+            EntryKind::Directory => (format!("{name}/"), String::from("—")),
+            _ => (name.clone(), human_size(size)),
+        };
+        let cell = match kind {
+            EntryKind::Other => esc(&shown),
+            _ => format!(
+                "<a href=\"{owner_ui}/files/{}\">{}</a>",
+                url_path(&full),
+                esc(&shown)
+            ),
+        };
+        let _ = write!(
+            body,
+            "<tr data-name=\"{}\"><td>{cell}</td><td class=\"size\">{size}</td></tr>",
+            esc(&name)
+        );
+    }
+    body.push_str("</tbody></table>");
+}
+
 async fn files(
     State(state): State<AppState>,
     Extension(signed): Extension<Signed>,
@@ -555,38 +605,7 @@ async fn files(
     }
     body.push_str("</p>");
     match found {
-        Found::Directory(entries) => {
-            body.push_str("<table class=\"files\" id=\"files\"><thead><tr><th>Name</th><th>Size</th></tr></thead><tbody>");
-            if entries.is_empty() {
-                body.push_str("<tr><td colspan=\"2\" class=\"muted\">empty</td></tr>");
-            }
-            for (name, kind, size) in entries {
-                let full = if path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{path}/{name}")
-                };
-                let (shown, size) = match kind {
-                    EntryKind::Directory => (format!("{name}/"), String::from("—")),
-                    _ => (name.clone(), human_size(size)),
-                };
-                let cell = match kind {
-                    EntryKind::Other => esc(&shown),
-                    _ => format!(
-                        "<a href=\"{}/files/{}\">{}</a>",
-                        owner.ui(),
-                        url_path(&full),
-                        esc(&shown)
-                    ),
-                };
-                let _ = write!(
-                    body,
-                    "<tr data-name=\"{}\"><td>{cell}</td><td class=\"size\">{size}</td></tr>",
-                    esc(&name)
-                );
-            }
-            body.push_str("</tbody></table>");
-        }
+        Found::Directory(entries) => listing(&mut body, &owner.ui(), &path, entries),
         Found::File(bytes) => {
             let raw = format!("{}/files/{}", owner.api(), url_path(&path));
             let name = path.rsplit('/').next().unwrap_or_default();

@@ -279,9 +279,8 @@ async fn a_run_is_watched_live_approved_with_the_button_and_its_file_opened() {
     browser.sign_in(&base, TOKEN).await;
     browser.wait_for("//h1[normalize-space()='Runs']").await;
 
-    // Started from the API; the page follows it live.
+    // Started from the API while the runs list is open: it appears there live.
     let run = server.create("careful", XSS).await;
-    browser.goto(&format!("{base}/ui/runs")).await;
     browser
         .wait_for(&format!(
             "//tr[@data-run='{run}']//span[normalize-space()='awaiting approval']"
@@ -414,16 +413,9 @@ async fn a_session_turn_sent_from_the_page_runs_and_is_shown_as_chat() {
     browser
         .wait_for("//li[@data-turn='1']/div[contains(@class,'assistant')]/pre[.='noted it']")
         .await;
+    // Its workspace is on the session page too, and opens in the viewer.
     browser
-        .client
-        .find(Locator::Id("workspace-link"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait_for("//tr[@data-name='note.txt']//a")
+        .wait_for("//section[@id='workspace']//tr[@data-name='note.txt']//a")
         .await
         .click()
         .await
