@@ -504,3 +504,111 @@ async fn after_a_server_restart_the_open_run_page_shows_the_remaining_events_onc
     browser.close().await;
     server.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_across_runs_are_listed_oldest_first_and_decided_from_the_list() {
+    let toren = home();
+    let server = Server::start(&toren, free_port());
+    let first = server.create("careful", "one").await;
+    wait_pending(&server, &first).await;
+    let second = server.create("careful", "two").await;
+    wait_pending(&server, &second).await;
+
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+    browser.goto(&format!("{base}/ui/approvals")).await;
+    browser.wait_for("//ol[@id='approvals']/li[2]").await;
+    let mut order = Vec::new();
+    for item in browser
+        .client
+        .find_all(Locator::Css("li.approval"))
+        .await
+        .unwrap()
+    {
+        order.push(item.attr("data-run").await.unwrap().unwrap());
+    }
+    assert_eq!(order, [first.clone(), second.clone()], "oldest first");
+    assert!(browser.client.title().await.unwrap().starts_with("(2) "));
+
+    // Deny the first with a reason, approve the second, from the list.
+    let item = |run: &str| format!("//li[@data-run='{run}']");
+    browser
+        .wait_for(&format!("{}//input[@class='reason']", item(&first)))
+        .await
+        .send_keys("not today")
+        .await
+        .unwrap();
+    browser
+        .wait_for(&format!("{}//button[@data-decision='deny']", item(&first)))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for(&format!(
+            "{}//span[@class='result' and .='denied']",
+            item(&first)
+        ))
+        .await;
+    browser
+        .wait_for(&format!(
+            "{}//button[@data-decision='approve']",
+            item(&second)
+        ))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for(&format!(
+            "{}//span[@class='result' and .='approved']",
+            item(&second)
+        ))
+        .await;
+
+    for (run, approved, reason) in [
+        (&first, false, json!("not today")),
+        (&second, true, Value::Null),
+    ] {
+        browser.goto(&format!("{base}/ui/runs/{run}")).await;
+        browser
+            .wait_for("//span[@id='run-status' and normalize-space()='completed']")
+            .await;
+        let events = server.get(&format!("/runs/{run}/events?format=json")).await;
+        let decided = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "approval_decided")
+            .unwrap()
+            .clone();
+        assert_eq!(decided["approved"], approved, "{decided}");
+        assert_eq!(
+            decided.get("reason").cloned().unwrap_or(Value::Null),
+            reason
+        );
+    }
+    assert!(!toren.workspace(&first).join("approved.txt").exists());
+    assert!(toren.workspace(&second).join("approved.txt").exists());
+
+    browser.close().await;
+    server.stop();
+}
+
+/// Waits until the run asks for a decision.
+async fn wait_pending(server: &Server, run: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let approvals = server.get(&format!("/runs/{run}/approvals")).await;
+        if approvals["pending"][0]["call_id"].is_string() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no approval: {approvals}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
