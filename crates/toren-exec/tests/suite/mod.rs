@@ -1,3 +1,4 @@
 mod cancel;
+mod forward;
 mod harness;
 mod helper;
