@@ -242,6 +242,8 @@ pub(crate) fn worker(
     })
     .with_history(Arc::new(service.clone()))
     .with_channels(Arc::new(Channels::new()))
+    // The workspace before each call that can change it, for `toren diff`.
+    .with_checkpoints(toren_checkpoint::Policy::default())
     // A run that waits for a person holds no slot: the decision makes it claimable.
     .parking_approvals()
 }
