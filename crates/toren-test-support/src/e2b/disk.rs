@@ -119,7 +119,8 @@ impl Disk {
         Some((PathBuf::from(path), false))
     }
 
-    /// A command that starts `cmd args` in the sandbox with exactly `env`, writing
+    /// A command that starts `cmd args` in the sandbox with exactly `env`, as root or as an
+    /// unprivileged user, writing
     /// bwrap's info (the command's pid) to `info` (a FIFO).
     pub(crate) fn command(
         &self,
@@ -127,7 +128,7 @@ impl Disk {
         args: &[String],
         env: &[(String, String)],
         cwd: &str,
-        internet: bool,
+        who: Who,
         info: &Path,
     ) -> tokio::process::Command {
         let mut bwrap: Vec<String> = vec![
@@ -145,7 +146,12 @@ impl Disk {
             let host = self.root.join(dir).display().to_string();
             bwrap.extend(["--bind".into(), host, (*inside).to_owned()]);
         }
-        if !internet {
+        if !who.root {
+            // Any user but root is an ordinary user of the VM: no capabilities (no raw
+            // sockets, no mounts, no device nodes).
+            bwrap.extend(["--cap-drop".into(), "ALL".into()]);
+        }
+        if !who.internet {
             bwrap.push("--unshare-net".into());
         }
         bwrap.extend([
@@ -184,6 +190,14 @@ impl Disk {
             .map_err(std::io::Error::from)?;
         Ok(path)
     }
+}
+
+/// What a process may do: reach the internet (the sandbox's `allow_internet_access`), and
+/// hold root's capabilities (it runs as root).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Who {
+    pub(crate) internet: bool,
+    pub(crate) root: bool,
 }
 
 impl Drop for Disk {

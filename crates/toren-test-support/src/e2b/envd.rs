@@ -276,7 +276,17 @@ async fn start(
     };
     let mut child = match target
         .disk
-        .command(cmd, &args, &env, &cwd, target.internet, &fifo)
+        .command(
+            cmd,
+            &args,
+            &env,
+            &cwd,
+            super::disk::Who {
+                internet: target.internet,
+                root: user == "root",
+            },
+            &fifo,
+        )
         .spawn()
     {
         Ok(child) => child,

@@ -59,6 +59,27 @@ pub(crate) const DOCKER: Backend = Backend {
     ],
 };
 
+/// E2B, against the local E2B service of `toren-test-support` (each sandbox one machine:
+/// its own PID namespace and disk). Only the network and spoofing categories run for it so
+/// far: the others assert on the host workspace (or, for secrets, set `E2B_API_KEY`
+/// themselves), and under e2b the files are on the VM's disk.
+pub(crate) const E2B: Backend = Backend {
+    name: "e2b",
+    sandbox: "e2b",
+    not_applicable: &[
+        (
+            "no resolver configuration",
+            "an E2B sandbox is a VM whose template has its own /etc/resolv.conf, network or \
+             not; name resolution itself still fails (the `name resolution` probe)",
+        ),
+        (
+            "host loopback with network",
+            "an E2B sandbox is a VM elsewhere: with network: true its 127.0.0.1 is the VM's \
+         own, and the host's loopback listener is not reachable by design",
+        ),
+    ],
+};
+
 impl Backend {
     /// Whether `probe` applies; if not, says why on stdout.
     pub(crate) fn applies(&self, probe: &str) -> bool {
@@ -192,4 +213,14 @@ fn docker_approval_shown_is_what_runs() {
 #[test]
 fn docker_spoofing() {
     spoofing::suite(&DOCKER);
+}
+
+#[test]
+fn e2b_network() {
+    network::suite(&E2B);
+}
+
+#[test]
+fn e2b_spoofing() {
+    spoofing::suite(&E2B);
 }
