@@ -164,7 +164,9 @@ function runPage() {
         timeline.append(seqNode(el("li", "event final failed", event.error)));
         break;
       case "run_cancelled":
-        timeline.append(seqNode(el("li", "event final cancelled", "cancelled" + (event.by ? " by " + event.by : "") + (event.reason ? ": " + event.reason : ""))));
+        // The reason says who, when a person cancelled ("cancelled by ada via api").
+        timeline.append(seqNode(el("li", "event final cancelled", event.reason ||
+          "cancelled" + (event.by ? " by " + event.by + (event.via ? " via " + event.via : "") : ""))));
         break;
       case "sandbox_provisioned":
         timeline.append(seqNode(el("li", "event muted", "sandbox: " + event.backend)));

@@ -612,3 +612,47 @@ async fn wait_pending(server: &Server, run: &str) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_run_is_cancelled_with_the_button() {
+    let toren = home();
+    let server = Server::start(&toren, free_port());
+    let run = server.create("careful", "go").await;
+    wait_pending(&server, &run).await;
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    browser
+        .wait_for("//section[@id='approval' and not(@hidden)]")
+        .await;
+    browser
+        .wait_for("//button[@id='cancel' and not(@hidden)]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    // The page asks first.
+    assert_eq!(
+        browser.client.get_alert_text().await.unwrap(),
+        "Cancel this run?"
+    );
+    browser.client.accept_alert().await.unwrap();
+    browser
+        .wait_for("//li[contains(@class,'final') and contains(@class,'cancelled')]")
+        .await;
+    browser
+        .wait_for("//span[@id='run-status' and normalize-space()='cancelled']")
+        .await;
+    assert_eq!(
+        browser.text("li.final.cancelled").await,
+        "cancelled by api via api"
+    );
+    let view = server.get(&format!("/runs/{run}")).await;
+    assert_eq!(view["status"], "cancelled", "{view}");
+    assert!(!toren.workspace(&run).join("approved.txt").exists());
+
+    browser.close().await;
+    server.stop();
+}
