@@ -3,8 +3,10 @@
 //! `toren serve`: sign-in (a wrong token refused), a run started from the API whose events
 //! appear live, its bash call approved with the button, the run completing and the file it
 //! wrote opened in the workspace viewer; an agent's `<img src=x onerror=alert(1)>` shown as
-//! text; a session turn sent from the page; a server restart under an open run page, after
-//! which the page shows the remaining events once each. Screenshots (desktop and 375 px)
+//! text; a session turn sent from the page; approvals of two runs listed oldest first and
+//! decided from the list (one denied with a reason); a waiting run cancelled with the button;
+//! a server restart under an open run page, after which the page shows the remaining events
+//! once each. Screenshots (desktop and 375 px)
 //! go to target/web-shots/.
 
 use std::io::{BufRead as _, BufReader};
