@@ -60,9 +60,10 @@ pub(crate) const DOCKER: Backend = Backend {
 };
 
 /// E2B, against the local E2B service of `toren-test-support` (each sandbox one machine:
-/// its own PID namespace and disk). Only the network and spoofing categories run for it so
-/// far: the others assert on the host workspace (or, for secrets, set `E2B_API_KEY`
-/// themselves), and under e2b the files are on the VM's disk.
+/// its own PID namespace and disk). The network, approval and spoofing categories run for it
+/// (approval reads the VM's disk through `harness::workspace`); the others do not yet:
+/// they assert on the host workspace (or, for secrets, set `E2B_API_KEY` themselves), and
+/// under e2b the files are on the VM's disk.
 pub(crate) const E2B: Backend = Backend {
     name: "e2b",
     sandbox: "e2b",
@@ -223,4 +224,14 @@ fn e2b_network() {
 #[test]
 fn e2b_spoofing() {
     spoofing::suite(&E2B);
+}
+
+#[test]
+fn e2b_approval() {
+    approval::suite(&E2B);
+}
+
+#[test]
+fn e2b_approval_shown_is_what_runs() {
+    approval::shown_is_what_runs(&E2B);
 }
