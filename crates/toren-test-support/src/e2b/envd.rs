@@ -34,7 +34,12 @@ const CHUNK: usize = 32 * 1024;
 const ENVD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 pub(crate) fn router(state: Shared) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    // envd takes uploads of any size (the file lands on the sandbox's disk); axum's
+    // default limit of 2 MiB would turn a large write_file away with 413.
+    Router::new()
+        .fallback(handle)
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state)
 }
 
 /// One framed message.

@@ -60,8 +60,9 @@ pub(crate) const DOCKER: Backend = Backend {
 };
 
 /// E2B, against the local E2B service of `toren-test-support` (each sandbox one machine:
-/// its own PID namespace and disk). The network, approval and spoofing categories run for it
-/// (approval reads the VM's disk through `harness::workspace`); the others do not yet:
+/// its own PID namespace and disk). The network, approval, bad-input and spoofing categories
+/// run for it (approval and bad input read the VM's disk through `harness::workspace`);
+/// the others do not yet:
 /// they assert on the host workspace (or, for secrets, set `E2B_API_KEY` themselves), and
 /// under e2b the files are on the VM's disk.
 pub(crate) const E2B: Backend = Backend {
@@ -234,4 +235,9 @@ fn e2b_approval() {
 #[test]
 fn e2b_approval_shown_is_what_runs() {
     approval::shown_is_what_runs(&E2B);
+}
+
+#[test]
+fn e2b_bad_input() {
+    bad_input::suite(&E2B);
 }
