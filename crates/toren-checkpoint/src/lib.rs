@@ -19,10 +19,12 @@
 //! no kept manifest references. The workspace is never deleted, only read (checkpoint) or
 //! made equal to a checkpoint (restore).
 //!
-//! Known limits: the walk is by path, each component checked with `lstat` and each file
-//! opened with `O_NOFOLLOW`; a process still running inside the sandbox that swaps a
-//! directory for a symlink between the check and the open could redirect a read
-//! (checkpoints are taken while no tool runs, so only a background process could).
+//! Files are read beneath a handle on the workspace (`openat2` with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS`), so a process still running inside the sandbox that swaps a
+//! directory for a symlink after the walk saw it cannot make a checkpoint hold a file from
+//! outside. Known limits: the walk lists directories by path, so such a swap can still put
+//! the names (never the contents) of a directory outside into a manifest; restore works by
+//! path too, and is safe only while nothing runs in the sandbox (no front door restores yet).
 
 mod diff;
 mod exclude;

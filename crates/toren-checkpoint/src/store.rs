@@ -149,6 +149,8 @@ impl Store {
             .map(|e| (e.path.as_str(), e))
             .collect();
         let walked = walk::walk(workspace, exclude)?;
+        // Files are read beneath this handle, never by their host path (see `open_beneath`).
+        let root = File::open(workspace).map_err(io("open", workspace))?;
         let mut stats = Stats::default();
         let mut entries = Vec::with_capacity(walked.found.len());
         for Found { path, meta } in walked.found {
@@ -190,7 +192,7 @@ impl Store {
                     },
                     None => {
                         stats.hashed += 1;
-                        self.store_file(&workspace.join(&path), &mut stats)?
+                        self.store_file(&root, Path::new(&path), &mut stats)?
                     }
                 }
             };
@@ -223,8 +225,8 @@ impl Store {
 
     /// Reads one file (never through a symlink), writes its blob if new, and says what it
     /// was when read.
-    fn store_file(&self, path: &Path, stats: &mut Stats) -> Result<EntryKind> {
-        let (mut file, meta) = walk::open_nofollow(path)?;
+    fn store_file(&self, root: &File, path: &Path, stats: &mut Stats) -> Result<EntryKind> {
+        let (mut file, meta) = walk::open_beneath(root, path)?;
         let tmp_path = self.tmp_path();
         let mut tmp = File::create(&tmp_path).map_err(io("create", &tmp_path))?;
         let mut hasher = Sha256::new();

@@ -5,7 +5,7 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
-use nix::fcntl::OFlag;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 
 use crate::{Exclude, Result, io};
 
@@ -82,14 +82,18 @@ fn visit(root: &Path, rel: &str, exclude: &Exclude, walked: &mut Walked) -> Resu
     Ok(())
 }
 
-/// Opens a regular file for reading, refusing a symlink in its last component.
-pub(crate) fn open_nofollow(path: &Path) -> Result<(File, Metadata)> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
-        .open(path)
-        .map_err(io("open", path))?;
-    let meta = file.metadata().map_err(io("stat", path))?;
+/// Opens the file `rel` beneath the directory `root` for reading. The kernel resolves every
+/// component beneath `root` and refuses a symlink anywhere on the way (`openat2` with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), so a process in the sandbox that swaps a
+/// directory for a symlink after the walk saw it cannot make Toren read a file outside the
+/// workspace into a checkpoint.
+pub(crate) fn open_beneath(root: &File, rel: &Path) -> Result<(File, Metadata)> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let file =
+        File::from(openat2(root, rel, how).map_err(|e| io("open", rel)(std::io::Error::from(e)))?);
+    let meta = file.metadata().map_err(io("stat", rel))?;
     Ok((file, meta))
 }
 
@@ -116,4 +120,34 @@ pub(crate) fn times(meta: &Metadata) -> (i64, i64) {
         meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
         meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_read_only_beneath_the_workspace() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let workspace = dir.path().join("workspace");
+        std::fs::create_dir_all(workspace.join("real")).expect("mkdir");
+        std::fs::write(workspace.join("real/f"), "inside").expect("write");
+        std::fs::write(dir.path().join("secret"), "outside").expect("write");
+        // What a process in the sandbox leaves after the walk: a directory swapped for a
+        // symlink leading out, and a symlink to a file outside.
+        std::os::unix::fs::symlink(dir.path(), workspace.join("swapped")).expect("symlink");
+        std::os::unix::fs::symlink(dir.path().join("secret"), workspace.join("link"))
+            .expect("symlink");
+        let root = File::open(&workspace).expect("open workspace");
+        let (mut file, _) = open_beneath(&root, Path::new("real/f")).expect("inside is read");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut file, &mut text).expect("read");
+        assert_eq!(text, "inside");
+        for rel in ["swapped/secret", "link", "../secret", "real/../../secret"] {
+            assert!(
+                open_beneath(&root, Path::new(rel)).is_err(),
+                "{rel} must not be opened: it leads out of the workspace"
+            );
+        }
+    }
 }
