@@ -209,7 +209,17 @@ impl Store {
                 stats,
             });
         }
-        let id = ulid::Ulid::generate().to_string().to_lowercase();
+        // Ids sort in the order the checkpoints were made (list, prune and diff rely on
+        // it), also for two made within one millisecond, whose random parts would decide.
+        let mut id = ulid::Ulid::generate();
+        if let Some(last) = previous
+            .as_ref()
+            .and_then(|p| ulid::Ulid::from_string(&p.id.to_uppercase()).ok())
+            && id <= last
+        {
+            id = last.increment().unwrap_or(id);
+        }
+        let id = id.to_string().to_lowercase();
         let created_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));

@@ -300,8 +300,8 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
             policy: PolicySettings {
                 backend,
                 sandbox_root: settings.sandbox_root.clone(),
-                // Both backends keep the workspace on this machine's disk (a remote
-                // backend's runs would carry none).
+                // Local and docker keep the workspace on this machine's disk; e2b's
+                // runs carry none (any worker may drive them).
                 volume: matches!(
                     settings.sandbox,
                     SandboxChoice::Local | SandboxChoice::Docker
