@@ -338,9 +338,21 @@ fn check(toren: &Toren, run: &str, workspace: WorkspaceOf<'_>) {
             .count() as u32;
         let tries = attempts[&call];
         if tries == 1 {
+            // What the call's one attempt recorded, to tell a lost effect from a failed call.
+            let recorded: Vec<String> = events
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::ToolCompleted(t) if t.call_id == call => Some(format!(
+                        "exit {:?}, error {}: {}",
+                        t.exit_code, t.is_error, t.output
+                    )),
+                    _ => None,
+                })
+                .collect();
             assert_eq!(
                 lines, 1,
-                "step {i} completed on its first attempt: exactly once"
+                "step {i} completed on its first attempt: exactly once (recorded: {recorded:?}; \
+                 steps.log: {steps_log:?})"
             );
         } else {
             assert!(
