@@ -359,15 +359,20 @@ pub(crate) fn kill(state: &Shared, id: &str) -> bool {
     let Some(s) = state.sandboxes.remove(id) else {
         return false;
     };
-    // The machine ends: every process in it, whatever group it made.
-    s.disk.stop();
+    for pid in &s.pids {
+        if let Ok(pid) = i32::try_from(*pid) {
+            let group = nix::unistd::Pid::from_raw(-pid);
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGCONT);
+        }
+    }
     state.gone.insert(id.to_owned(), s.disk);
     true
 }
 
-fn signal_all(pids: &[super::disk::Pid], signal: nix::sys::signal::Signal) {
+fn signal_all(pids: &[u32], signal: nix::sys::signal::Signal) {
     for pid in pids {
-        if let Ok(pid) = i32::try_from(pid.host) {
+        if let Ok(pid) = i32::try_from(*pid) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-pid), signal);
         }
     }

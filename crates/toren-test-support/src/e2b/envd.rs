@@ -34,12 +34,7 @@ const CHUNK: usize = 32 * 1024;
 const ENVD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 pub(crate) fn router(state: Shared) -> Router {
-    // envd takes uploads of any size (the file lands on the sandbox's disk); axum's
-    // default limit of 2 MiB would turn a large write_file away with 413.
-    Router::new()
-        .fallback(handle)
-        .layer(axum::extract::DefaultBodyLimit::disable())
-        .with_state(state)
+    Router::new().fallback(handle).with_state(state)
 }
 
 /// One framed message.
@@ -281,17 +276,7 @@ async fn start(
     };
     let mut child = match target
         .disk
-        .command(
-            cmd,
-            &args,
-            &env,
-            &cwd,
-            super::disk::Who {
-                internet: target.internet,
-                root: user == "root",
-            },
-            &fifo,
-        )
+        .command(cmd, &args, &env, &cwd, target.internet, &fifo)
         .spawn()
     {
         Ok(child) => child,
@@ -310,10 +295,7 @@ async fn start(
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(64);
     let _ = tx
-        .send(Ok(envelope(
-            0,
-            &json!({"event": {"start": {"pid": pid.inside}}}),
-        )))
+        .send(Ok(envelope(0, &json!({"event": {"start": {"pid": pid}}}))))
         .await;
     if cut {
         // Once the headers and the start event are out, the connection fails.
@@ -342,9 +324,7 @@ async fn start(
                 () = tokio::time::sleep(idle) => Some(json!({"keepalive": {}})),
                 () = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX)), if until_deadline.is_some() => {
                     killed_at_deadline = true;
-                    if let Ok(host) = i32::try_from(pid.host) {
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(host), nix::sys::signal::Signal::SIGKILL);
-                    }
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0)), nix::sys::signal::Signal::SIGKILL);
                     break;
                 }
             };
@@ -438,12 +418,11 @@ fn send_signal(state: &Shared, target: &Target, body: &[u8]) -> Response {
         Some("SIGNAL_SIGTERM") => nix::sys::signal::Signal::SIGTERM,
         _ => return connect_error("unimplemented", "only SIGKILL and SIGTERM are supported"),
     };
-    // The pid is the sandbox's; the process is signalled by its host pid.
-    let known = pid.filter(|pid| *pid != 0).and_then(|pid| {
+    let known = pid.filter(|pid| {
         lock(state)
             .sandboxes
             .get(&target.id)
-            .and_then(|s| s.pids.iter().find(|p| p.inside == pid).map(|p| p.host))
+            .is_some_and(|s| s.pids.contains(pid))
     });
     let Some(pid) = known.and_then(|p| i32::try_from(p).ok()) else {
         return connect_error("not_found", "process not found");
