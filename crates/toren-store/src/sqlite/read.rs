@@ -21,7 +21,7 @@ use crate::{Error, Result};
 
 /// About how many payload bytes one chunk carries. Big enough that the per-statement cost
 /// is small against the copying, small enough to keep each chunk's one string cheap to
-/// allocate (measured: `cargo run --release -p toren-worker --example replay_bench`).
+/// allocate (measured: `cargo run --release -p toren-bench -- replay`).
 pub(super) const CHUNK_BYTES: usize = 1 << 20;
 
 /// The events of `run_id` after `after_seq`, in order.
