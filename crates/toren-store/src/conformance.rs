@@ -10,7 +10,9 @@
 //! nothing but `assert!`. The basic log rules live here; approvals, cancellation, leases,
 //! the queries over many runs, claims and concurrent writers have their own modules.
 //! [`run_all_workers`] checks a [`WorkerRegistry`](crate::WorkerRegistry) the same way.
+//! [`Alternating`] runs the suite through two stores on one database.
 
+mod alternating;
 mod approvals;
 mod cancel;
 mod chats;
@@ -35,6 +37,7 @@ use fixtures::{
     run_completed, run_created, run_failed, tool_completed, tool_started,
 };
 
+pub use alternating::Alternating;
 pub use approvals::{
     a_reused_call_id_is_decided_by_its_latest_request, decision_on_ended_run_is_refused,
     decision_without_request_is_refused, first_decision_wins,

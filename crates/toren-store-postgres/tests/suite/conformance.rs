@@ -4,16 +4,10 @@
 //! `TestClock`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use async_trait::async_trait;
-use toren_protocol::{ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId};
-use toren_store::{
-    ClaimQuery, ClaimRequest, EventLog, Lease, Result, RunCounts, RunPage, RunQuery, RunSummary,
-    TestClock, conformance,
-};
-use toren_store_postgres::PostgresStore;
+use toren_store::conformance::Alternating;
+use toren_store::{TestClock, conformance};
 
 use super::common::{cluster, cluster_and_store, store_on};
 
@@ -29,14 +23,10 @@ async fn whole_suite_on_one_store() {
 async fn whole_suite_through_two_stores_on_one_database() {
     let cluster = cluster().await;
     let clock = Arc::new(TestClock::new());
-    let stores = [
-        store_on(&cluster.url(), &clock).await,
-        store_on(&cluster.url(), &clock).await,
-    ];
-    let alternating = Alternating {
-        stores,
-        next: 0.into(),
-    };
+    let alternating = Alternating::new(
+        Arc::new(store_on(&cluster.url(), &clock).await),
+        Arc::new(store_on(&cluster.url(), &clock).await),
+    );
     conformance::run_all(Arc::new(alternating), &clock).await;
 }
 
@@ -46,103 +36,4 @@ async fn session_store_and_worker_registry() {
     conformance::run_all_workers(&store, &clock).await;
     conformance::run_all_chats(&store).await;
     conformance::run_all_sessions(Arc::new(store)).await;
-}
-
-/// Sends each call to the next of two stores in turn, so racing writers go through
-/// different pools and only Postgres's own locking keeps them apart.
-struct Alternating {
-    stores: [PostgresStore; 2],
-    next: AtomicUsize,
-}
-
-impl Alternating {
-    fn pick(&self) -> &PostgresStore {
-        &self.stores[self.next.fetch_add(1, Ordering::Relaxed) % 2]
-    }
-}
-
-#[async_trait]
-impl EventLog for Alternating {
-    async fn create_run(
-        &self,
-        run_id: &RunId,
-        created: RunCreated,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<(Event, Lease)> {
-        self.pick().create_run(run_id, created, holder, ttl).await
-    }
-
-    async fn create_queued(&self, run_id: &RunId, created: RunCreated) -> Result<Event> {
-        self.pick().create_queued(run_id, created).await
-    }
-
-    async fn append(
-        &self,
-        lease: &Lease,
-        after_seq: u64,
-        kinds: Vec<EventKind>,
-    ) -> Result<Vec<Event>> {
-        self.pick().append(lease, after_seq, kinds).await
-    }
-
-    async fn read(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>> {
-        self.pick().read(run_id, after_seq).await
-    }
-
-    async fn run(&self, run_id: &RunId) -> Result<RunSummary> {
-        self.pick().run(run_id).await
-    }
-
-    async fn list_runs(&self, limit: u32) -> Result<Vec<RunSummary>> {
-        self.pick().list_runs(limit).await
-    }
-
-    async fn query_runs(&self, query: &RunQuery) -> Result<RunPage> {
-        self.pick().query_runs(query).await
-    }
-
-    async fn claimable_runs(&self, query: &ClaimQuery) -> Result<Vec<RunSummary>> {
-        self.pick().claimable_runs(query).await
-    }
-
-    async fn claim(&self, request: &ClaimRequest) -> Result<Option<(RunSummary, Lease)>> {
-        self.pick().claim(request).await
-    }
-
-    async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
-        self.pick().decide_approval(run_id, decision).await
-    }
-
-    async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
-        self.pick().cancel_run(run_id, cancelled).await
-    }
-
-    async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
-        self.pick().acquire_lease(run_id, holder, ttl).await
-    }
-
-    async fn take_over_lease(
-        &self,
-        run_id: &RunId,
-        dead_holder: &str,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<Lease> {
-        self.pick()
-            .take_over_lease(run_id, dead_holder, holder, ttl)
-            .await
-    }
-
-    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease> {
-        self.pick().renew_lease(lease, ttl).await
-    }
-
-    async fn release_lease(&self, lease: &Lease) -> Result<()> {
-        self.pick().release_lease(lease).await
-    }
-
-    async fn count_runs(&self) -> Result<RunCounts> {
-        self.pick().count_runs().await
-    }
 }
