@@ -13,10 +13,10 @@
 
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 use toren_protocol::RunId;
-use toren_store::{ClaimRequest, Lease, LeaseInfo, Result, RunSummary};
+use toren_store::backend::{claimed, rows::RUN_COLUMNS};
+use toren_store::{ClaimRequest, Lease, Result, RunSummary};
 
-use crate::log::after;
-use crate::rows::{self, RUN_COLUMNS, RunRow, nanos};
+use crate::rows::{self, RunRow, nanos};
 use crate::state::store_lease;
 use crate::store::{PostgresStore, finish};
 
@@ -53,20 +53,8 @@ async fn claim_in(
             full.push(run.agent);
             continue;
         }
-        let lease = Lease {
-            run_id: run.id.clone(),
-            token: token + 1,
-            holder: request.holder.clone(),
-            expires_at: after(now, request.ttl),
-        };
+        let (summary, lease) = claimed(run, token, &request.holder, now, request.ttl);
         store_lease(&mut *tx, &lease).await?;
-        let summary = RunSummary {
-            lease: Some(LeaseInfo {
-                holder: lease.holder.clone(),
-                expires_at: lease.expires_at,
-            }),
-            ..run
-        };
         return Ok(Some((summary, lease)));
     }
     Ok(None)
@@ -114,7 +102,7 @@ async fn pick(
         return Ok(None);
     };
     let run = row.run.decode()?;
-    let token = rows::from_sql(run.id.as_str(), "lease_token", row.lease_token)?;
+    let token = rows::unsigned(run.id.as_str(), "lease_token", row.lease_token)?;
     Ok(Some((run, token)))
 }
 

@@ -13,22 +13,15 @@ use toren_protocol::{
     ApprovalDecided, EVENT_FORMAT_VERSION, Event, EventKind, RunCancelled, RunCreated, RunId,
     RunStatus,
 };
+use toren_store::backend::{self, Sequence, check_decision, first_lease};
 use toren_store::{
     ClaimQuery, ClaimRequest, Error, EventLog, Lease, Result, RunCounts, RunPage, RunQuery,
     RunSummary,
 };
 
-use crate::rows::{self, RunRow, decode_event, nanos, run_columns, to_sql};
+use crate::rows::{RunRow, decode_event, nanos, run_columns, to_sql};
 use crate::state::{clear_lease, lock_run, store_lease};
 use crate::store::{CHANNEL, PostgresStore, finish, notify};
-
-/// The first token of every run, given with `create_run`.
-pub(crate) const FIRST_TOKEN: u64 = 1;
-
-/// `at + ttl`, or the end of time if that overflows.
-pub(crate) fn after(at: Timestamp, ttl: Duration) -> Timestamp {
-    at.saturating_add(ttl).unwrap_or(Timestamp::MAX)
-}
 
 #[async_trait]
 impl EventLog for PostgresStore {
@@ -77,15 +70,7 @@ impl EventLog for PostgresStore {
             let mut tx = self.begin().await?;
             let result: Result<_> = async {
                 let state = lock_run(&mut tx, run_id).await?;
-                state.refuse_if_ended(run_id)?;
-                state.fence(lease)?;
-                if state.last_seq != after_seq {
-                    return Err(Error::Conflict {
-                        run_id: run_id.clone(),
-                        expected: after_seq,
-                        actual: state.last_seq,
-                    });
-                }
+                state.check_append(lease, after_seq)?;
                 if kinds.is_empty() {
                     return Ok(Vec::new());
                 }
@@ -155,39 +140,10 @@ impl EventLog for PostgresStore {
                 .bind(run_id.as_str())
                 .fetch_all(&mut *tx)
                 .await?;
-                // Only the latest request for this call id counts: logs written before call ids
-                // were unique within a run may reuse an earlier turn's id.
-                let mut requested = false;
-                let mut decided = None;
-                for (seq, payload) in &rows {
-                    match decode_event(run_id.as_str(), *seq, payload)?.kind {
-                        EventKind::ApprovalDecided(earlier)
-                            if earlier.call_id == decision.call_id =>
-                        {
-                            decided = Some(earlier.approved);
-                        }
-                        EventKind::ApprovalRequested(request)
-                            if request.call_id == decision.call_id =>
-                        {
-                            requested = true;
-                            decided = None;
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some(approved) = decided {
-                    return Err(Error::AlreadyDecided {
-                        run_id: run_id.clone(),
-                        call_id: decision.call_id,
-                        approved,
-                    });
-                }
-                if !requested {
-                    return Err(Error::NoPendingApproval {
-                        run_id: run_id.clone(),
-                        call_id: decision.call_id,
-                    });
-                }
+                let earlier = rows
+                    .iter()
+                    .map(|(seq, payload)| decode_event(run_id.as_str(), *seq, payload));
+                check_decision(run_id, &decision, earlier)?;
                 state.refuse_if_ended(run_id)?;
                 let mut events = write_events(
                     &mut tx,
@@ -250,12 +206,7 @@ impl EventLog for PostgresStore {
             let mut tx = self.begin().await?;
             let result: Result<_> = async {
                 let state = lock_run(&mut tx, &lease.run_id).await?;
-                state.refuse_if_ended(&lease.run_id)?;
-                state.fence(lease)?;
-                let renewed = Lease {
-                    expires_at: after(self.clock.now(), ttl),
-                    ..lease.clone()
-                };
+                let renewed = state.renewed(lease, self.clock.now(), ttl)?;
                 store_lease(&mut tx, &renewed).await?;
                 Ok(renewed)
             }
@@ -270,9 +221,7 @@ impl EventLog for PostgresStore {
             let mut tx = self.begin().await?;
             let result: Result<_> = async {
                 let state = lock_run(&mut tx, &lease.run_id).await?;
-                if state.fence(lease).is_err() {
-                    // Released already, taken over (the new holder keeps it) or ended with its
-                    // run.
+                if !state.holds(lease) {
                     return Ok(());
                 }
                 clear_lease(&mut tx, &lease.run_id).await?;
@@ -298,15 +247,7 @@ impl EventLog for PostgresStore {
             .bind(nanos(self.clock.now()))
             .fetch_all(&self.pool)
             .await?;
-            let mut counts = RunCounts::default();
-            for (status, runs, claimable) in rows {
-                let status = rows::status(&format!("(any with status `{status}`)"), &status)?;
-                counts
-                    .by_status
-                    .insert(status, u64::try_from(runs).unwrap_or(0));
-                counts.claimable += u64::try_from(claimable).unwrap_or(0);
-            }
-            Ok(counts)
+            backend::rows::run_counts(rows)
         })
         .await
     }
@@ -341,19 +282,7 @@ impl PostgresStore {
         let mut tx = self.begin().await?;
         let result: Result<_> = async {
             let state = lock_run(&mut tx, run_id).await?;
-            state.refuse_if_ended(run_id)?;
-            let now = self.clock.now();
-            let held_by_the_dead = dead_holder
-                .is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
-            if !held_by_the_dead {
-                state.refuse_if_leased(run_id, holder, now)?;
-            }
-            let lease = Lease {
-                token: state.token + 1,
-                run_id: run_id.clone(),
-                holder: holder.to_owned(),
-                expires_at: after(now, ttl),
-            };
+            let lease = state.next_lease(run_id, dead_holder, holder, self.clock.now(), ttl)?;
             store_lease(&mut tx, &lease).await?;
             Ok(lease)
         }
@@ -381,18 +310,13 @@ pub(crate) async fn insert_run(
     holder: &str,
     ttl: Duration,
 ) -> Result<(Event, Lease)> {
-    let lease = Lease {
-        run_id: run_id.clone(),
-        token: FIRST_TOKEN,
-        holder: holder.to_owned(),
-        expires_at: after(now, ttl),
-    };
+    let lease = first_lease(run_id, holder, now, ttl);
     let event = insert_run_row(tx, now, run_id, created, Some(&lease)).await?;
     Ok((event, lease))
 }
 
 /// Inserts a new run with its `run_created` event, leased to `lease` or to nobody (token
-/// 0, so its first acquisition gets [`FIRST_TOKEN`]), and notifies: a queued run wakes
+/// 0, so its first acquisition gets [`backend::FIRST_TOKEN`]), and notifies: a queued run wakes
 /// the workers at once, a leased one when its lease is released or expires.
 async fn insert_run_row(
     tx: &mut PgConnection,
@@ -445,40 +369,23 @@ async fn write_events(
     run_id: &RunId,
     at: Timestamp,
     last_seq: u64,
-    mut status: RunStatus,
+    status: RunStatus,
     kinds: Vec<EventKind>,
 ) -> Result<Vec<Event>> {
+    let mut sequence = Sequence::new(run_id, at, last_seq, status);
     let mut events = Vec::with_capacity(kinds.len());
     let (mut seqs, mut names, mut payloads) = (Vec::new(), Vec::new(), Vec::new());
-    for (seq, kind) in (last_seq + 1..).zip(kinds) {
-        if status.is_terminal() {
-            return Err(Error::RunEnded {
-                run_id: run_id.clone(),
-                status,
-            });
-        }
-        let event = Event {
-            run_id: run_id.clone(),
-            seq,
-            at,
-            v: EVENT_FORMAT_VERSION,
-            kind,
-        };
-        let payload = serde_json::to_string(&event).map_err(|source| Error::Encode {
-            run_id: run_id.clone(),
-            seq,
-            source,
-        })?;
-        status = event.kind.status_after().unwrap_or(status);
-        seqs.push(to_sql(seq));
+    for kind in kinds {
+        let (event, payload) = sequence.next(kind)?;
+        seqs.push(to_sql(event.seq));
         names.push(event.kind.name().to_owned());
         payloads.push(payload);
         events.push(event);
     }
-    let Some(last) = events.last().map(|e| e.seq) else {
+    if events.is_empty() {
         return Ok(events);
-    };
-    let ended = status.is_terminal();
+    }
+    let (status, last, ended) = (sequence.status(), sequence.last_seq(), sequence.ended());
     // One statement, one round trip: the events, the run's row, and the notice (sent when
     // the transaction commits). Every data-modifying part runs whatever the query reads.
     sqlx::query(

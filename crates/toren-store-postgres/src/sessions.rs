@@ -9,43 +9,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::PgConnection;
 use toren_protocol::{Event, Message, RunCreated, RunId, SessionTurn};
+use toren_store::backend::{
+    self,
+    sessions::{encode, message_of, run_id_of, turn_number},
+};
 use toren_store::{Error, Lease, Result, Session, SessionStore, SessionTurnRow};
 
 use crate::log::insert_run;
 use crate::rows::{self, nanos};
 use crate::store::{PostgresStore, finish};
 
-#[derive(sqlx::FromRow)]
-struct SessionRow {
-    id: String,
-    name: String,
-    spec: String,
-    policy: Option<String>,
-    created_at: i64,
-}
-
-impl SessionRow {
-    fn decode(self) -> Result<Session> {
-        let bad = |reason: String| Error::CorruptSession {
-            session: self.name.clone(),
-            reason,
-        };
-        let agent = serde_json::from_str(&self.spec).map_err(|e| bad(format!("spec: {e}")))?;
-        let policy = match &self.policy {
-            Some(p) => Some(serde_json::from_str(p).map_err(|e| bad(format!("policy: {e}")))?),
-            None => None,
-        };
-        let created_at = jiff::Timestamp::from_nanosecond(i128::from(self.created_at))
-            .map_err(|e| bad(format!("created_at: {e}")))?;
-        Ok(Session {
-            id: self.id,
-            name: self.name,
-            agent,
-            policy,
-            created_at,
-        })
-    }
-}
+/// A session's row, times as nanoseconds.
+type SessionRow = backend::sessions::SessionRow<i64>;
 
 /// The columns [`SessionRow`] decodes.
 macro_rules! columns {
@@ -54,29 +29,8 @@ macro_rules! columns {
     };
 }
 
-fn encode<T: serde::Serialize>(session: &str, what: &str, value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::CorruptSession {
-        session: session.to_owned(),
-        reason: format!("cannot encode its {what}: {e}"),
-    })
-}
-
-fn turn_number(session: &str, value: i32) -> Result<u32> {
-    u32::try_from(value).map_err(|_| Error::CorruptSession {
-        session: session.to_owned(),
-        reason: format!("turn number {value}"),
-    })
-}
-
 fn turn_to_sql(turn: u32) -> i32 {
     i32::try_from(turn).unwrap_or(i32::MAX)
-}
-
-fn run_id_of(session: &str, run: &str) -> Result<RunId> {
-    run.parse().map_err(|e| Error::CorruptSession {
-        session: session.to_owned(),
-        reason: format!("run id `{run}`: {e}"),
-    })
 }
 
 /// Locks the session's row until the transaction ends; its name, or
@@ -272,11 +226,7 @@ impl SessionStore for PostgresStore {
             .await?;
             rows.into_iter()
                 .map(|(turn, message)| {
-                    let message =
-                        serde_json::from_str(&message).map_err(|e| Error::CorruptSession {
-                            session: session_id.to_owned(),
-                            reason: format!("a message of turn {turn}: {e}"),
-                        })?;
+                    let message = message_of(session_id, turn, &message)?;
                     Ok((turn_number(session_id, turn)?, message))
                 })
                 .collect()

@@ -24,6 +24,7 @@ mod sessions;
 mod sqlite;
 mod workers;
 
+pub mod backend;
 pub mod conformance;
 
 pub use chats::{ChatButton, ChatStore};

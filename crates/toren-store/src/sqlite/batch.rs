@@ -1,30 +1,26 @@
 //! Events being written to one run inside an open write transaction: consecutive seqs, one
 //! timestamp per batch, the run's status kept in step, and nothing after a terminal event.
-//! A batch that ends the run also releases its lease. The checks before writing (ended,
-//! fenced, conflicting) are the caller's, in `sqlite.rs`, against `state.rs`.
+//! A batch that ends the run also releases its lease. The numbering and encoding are
+//! `crate::backend::Sequence`'s; the checks before writing (ended, fenced, conflicting) are
+//! the caller's, in `log.rs`, against `state.rs`.
 
 use jiff::Timestamp;
 use sqlx::SqliteConnection;
-use toren_protocol::{EVENT_FORMAT_VERSION, Event, EventKind, RunId, RunStatus};
+use toren_protocol::{Event, EventKind, RunId, RunStatus};
 
-use super::rows::{seq_to_sql, stamp};
-use crate::{Error, Result};
+use super::rows::{stamp, to_sql};
+use crate::Result;
+use crate::backend::Sequence;
 
-pub(super) struct Batch<'a> {
-    run_id: &'a RunId,
-    at: Timestamp,
-    last_seq: u64,
-    status: RunStatus,
+pub(super) struct Batch {
+    sequence: Sequence,
 }
 
-impl<'a> Batch<'a> {
+impl Batch {
     /// A batch stamped `at`, going on after `last_seq` of a run in `status`.
-    pub(super) fn new(run_id: &'a RunId, at: Timestamp, last_seq: u64, status: RunStatus) -> Self {
+    pub(super) fn new(run_id: &RunId, at: Timestamp, last_seq: u64, status: RunStatus) -> Self {
         Self {
-            run_id,
-            at,
-            last_seq,
-            status,
+            sequence: Sequence::new(run_id, at, last_seq, status),
         }
     }
 
@@ -33,55 +29,35 @@ impl<'a> Batch<'a> {
         conn: &mut SqliteConnection,
         kind: EventKind,
     ) -> Result<Event> {
-        if self.status.is_terminal() {
-            return Err(Error::RunEnded {
-                run_id: self.run_id.clone(),
-                status: self.status,
-            });
-        }
-        let seq = self.last_seq + 1;
-        let event = Event {
-            run_id: self.run_id.clone(),
-            seq,
-            at: self.at,
-            v: EVENT_FORMAT_VERSION,
-            kind,
-        };
-        let payload = serde_json::to_string(&event).map_err(|source| Error::Encode {
-            run_id: self.run_id.clone(),
-            seq,
-            source,
-        })?;
+        let (event, payload) = self.sequence.next(kind)?;
         sqlx::query(
             "INSERT INTO events (run_id, seq, kind, v, at, payload) VALUES (?, ?, ?, ?, ?, ?)",
         )
-        .bind(self.run_id.as_str())
-        .bind(seq_to_sql(seq))
+        .bind(event.run_id.as_str())
+        .bind(to_sql(event.seq))
         .bind(event.kind.name())
         .bind(i64::from(event.v))
-        .bind(stamp(self.at))
+        .bind(stamp(event.at))
         .bind(payload)
         .execute(conn)
         .await?;
-        self.last_seq = seq;
-        self.status = event.kind.status_after().unwrap_or(self.status);
         Ok(event)
     }
 
     /// Brings the run row in step with what was pushed; an ended run's lease is released.
     pub(super) async fn finish(self, conn: &mut SqliteConnection) -> Result<()> {
-        let ended = self.status.is_terminal();
+        let sequence = &self.sequence;
         sqlx::query(
             "UPDATE runs SET status = ?1, updated_at = ?2, last_seq = ?3,
                  lease_holder = IIF(?4, NULL, lease_holder),
                  lease_expires_at = IIF(?4, NULL, lease_expires_at)
              WHERE id = ?5",
         )
-        .bind(self.status.as_str())
-        .bind(stamp(self.at))
-        .bind(seq_to_sql(self.last_seq))
-        .bind(ended)
-        .bind(self.run_id.as_str())
+        .bind(sequence.status().as_str())
+        .bind(stamp(sequence.at()))
+        .bind(to_sql(sequence.last_seq()))
+        .bind(sequence.ended())
+        .bind(sequence.run_id().as_str())
         .execute(conn)
         .await?;
         Ok(())

@@ -10,8 +10,8 @@ use toren_protocol::RunId;
 use super::SqliteStore;
 use super::rows::{RunRow, stamp};
 use super::state::store_lease;
-use crate::clock::after;
-use crate::{ClaimRequest, Lease, LeaseInfo, Result, RunSummary};
+use crate::backend::claimed;
+use crate::{ClaimRequest, Lease, Result, RunSummary};
 
 impl SqliteStore {
     pub(super) async fn claim_one(
@@ -30,19 +30,10 @@ impl SqliteStore {
                 let Some(ClaimRow { run, token }) = row else {
                     return Ok(None);
                 };
-                let mut summary = run.decode()?;
-                let token = super::rows::token(summary.id.as_str(), token)?;
-                let lease = Lease {
-                    run_id: summary.id.clone(),
-                    token: token + 1,
-                    holder: request.holder.clone(),
-                    expires_at: after(now, request.ttl),
-                };
+                let run = run.decode()?;
+                let token = super::rows::unsigned(run.id.as_str(), "lease_token", token)?;
+                let (summary, lease) = claimed(run, token, &request.holder, now, request.ttl);
                 store_lease(tx, &lease).await?;
-                summary.lease = Some(LeaseInfo {
-                    holder: lease.holder.clone(),
-                    expires_at: lease.expires_at,
-                });
                 Ok(Some((summary, lease)))
             })
         })

@@ -13,15 +13,12 @@ use toren_protocol::{
 
 use super::SqliteStore;
 use super::batch::Batch;
-use super::rows::{EventRow, RunRow, stamp, token_to_sql};
+use super::rows::{EventRow, RunRow, stamp, to_sql};
 use super::state::{clear_lease, run_state, store_lease};
-use crate::clock::after;
+use crate::backend::{self, check_decision, first_lease};
 use crate::{
     ClaimQuery, ClaimRequest, Error, EventLog, Lease, Result, RunPage, RunQuery, RunSummary,
 };
-
-/// The first token of every run, given with `create_run`.
-const FIRST_TOKEN: u64 = 1;
 
 #[async_trait]
 impl EventLog for SqliteStore {
@@ -60,15 +57,7 @@ impl EventLog for SqliteStore {
             Box::pin(async move {
                 let run_id = &lease.run_id;
                 let state = run_state(tx, run_id).await?;
-                state.refuse_if_ended(run_id)?;
-                state.fence(&lease)?;
-                if state.last_seq != after_seq {
-                    return Err(Error::Conflict {
-                        run_id: run_id.clone(),
-                        expected: after_seq,
-                        actual: state.last_seq,
-                    });
-                }
+                state.check_append(&lease, after_seq)?;
                 if kinds.is_empty() {
                     return Ok(Vec::new());
                 }
@@ -135,39 +124,7 @@ impl EventLog for SqliteStore {
                 .bind(run_id.as_str())
                 .fetch_all(&mut *tx)
                 .await?;
-                // Only the latest request for this call id counts: logs written before call ids
-                // were unique within a run may reuse an earlier turn's id.
-                let mut requested = false;
-                let mut decided = None;
-                for row in rows {
-                    match row.decode()?.kind {
-                        EventKind::ApprovalDecided(earlier)
-                            if earlier.call_id == decision.call_id =>
-                        {
-                            decided = Some(earlier.approved);
-                        }
-                        EventKind::ApprovalRequested(request)
-                            if request.call_id == decision.call_id =>
-                        {
-                            requested = true;
-                            decided = None;
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some(approved) = decided {
-                    return Err(Error::AlreadyDecided {
-                        run_id: run_id.clone(),
-                        call_id: decision.call_id,
-                        approved,
-                    });
-                }
-                if !requested {
-                    return Err(Error::NoPendingApproval {
-                        run_id: run_id.clone(),
-                        call_id: decision.call_id,
-                    });
-                }
+                check_decision(run_id, &decision, rows.into_iter().map(EventRow::decode))?;
                 state.refuse_if_ended(run_id)?;
                 let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
                 let event = batch.push(tx, EventKind::ApprovalDecided(decision)).await?;
@@ -213,12 +170,7 @@ impl EventLog for SqliteStore {
         self.write(move |tx| {
             Box::pin(async move {
                 let state = run_state(tx, &lease.run_id).await?;
-                state.refuse_if_ended(&lease.run_id)?;
-                state.fence(&lease)?;
-                let renewed = Lease {
-                    expires_at: after(clock.now(), ttl),
-                    ..lease
-                };
+                let renewed = state.renewed(&lease, clock.now(), ttl)?;
                 store_lease(tx, &renewed).await?;
                 Ok(renewed)
             })
@@ -231,9 +183,7 @@ impl EventLog for SqliteStore {
         self.write(move |tx| {
             Box::pin(async move {
                 let state = run_state(tx, &lease.run_id).await?;
-                if state.fence(&lease).is_err() {
-                    // Released already, taken over (the new holder keeps it) or ended with
-                    // its run.
+                if !state.holds(&lease) {
                     return Ok(());
                 }
                 clear_lease(tx, &lease.run_id).await
@@ -254,15 +204,7 @@ impl EventLog for SqliteStore {
         .bind(stamp(self.clock.now()))
         .fetch_all(&self.pool)
         .await?;
-        let mut counts = crate::RunCounts::default();
-        for (status, runs, claimable) in rows {
-            let status = super::rows::status(&format!("(any with status `{status}`)"), &status)?;
-            counts
-                .by_status
-                .insert(status, u64::try_from(runs).unwrap_or(0));
-            counts.claimable += u64::try_from(claimable).unwrap_or(0);
-        }
-        Ok(counts)
+        backend::rows::run_counts(rows)
     }
 }
 
@@ -281,19 +223,8 @@ impl SqliteStore {
         self.write(move |tx| {
             Box::pin(async move {
                 let state = run_state(tx, &run_id).await?;
-                state.refuse_if_ended(&run_id)?;
-                let now = clock.now();
-                let held_by_the_dead = dead_holder
-                    .is_some_and(|dead| state.lease.as_ref().is_some_and(|l| l.holder == dead));
-                if !held_by_the_dead {
-                    state.refuse_if_leased(&run_id, &holder, now)?;
-                }
-                let lease = Lease {
-                    token: state.token + 1,
-                    run_id,
-                    holder,
-                    expires_at: after(now, ttl),
-                };
+                let lease =
+                    state.next_lease(&run_id, dead_holder.as_deref(), &holder, clock.now(), ttl)?;
                 store_lease(tx, &lease).await?;
                 Ok(lease)
             })
@@ -312,18 +243,13 @@ pub(super) async fn insert_run(
     holder: &str,
     ttl: Duration,
 ) -> Result<(Event, Lease)> {
-    let lease = Lease {
-        run_id: run_id.clone(),
-        token: FIRST_TOKEN,
-        holder: holder.to_owned(),
-        expires_at: after(now, ttl),
-    };
+    let lease = first_lease(run_id, holder, now, ttl);
     let event = insert_run_row(tx, now, run_id, created, Some(&lease)).await?;
     Ok((event, lease))
 }
 
 /// Inserts a new run with its `run_created` event, leased to `lease` or to nobody (token 0,
-/// so its first acquisition gets [`FIRST_TOKEN`]).
+/// so its first acquisition gets [`backend::FIRST_TOKEN`]).
 async fn insert_run_row(
     tx: &mut sqlx::SqliteConnection,
     now: jiff::Timestamp,
@@ -349,7 +275,7 @@ async fn insert_run_row(
     .bind(RunStatus::Queued.as_str())
     .bind(stamp(now))
     .bind(stamp(now))
-    .bind(token_to_sql(lease.map_or(0, |l| l.token)))
+    .bind(to_sql(lease.map_or(0, |l| l.token)))
     .bind(lease.map(|l| l.holder.clone()))
     .bind(lease.map(|l| stamp(l.expires_at)))
     .bind(created.policy.as_ref().and_then(|p| p.volume.clone()))

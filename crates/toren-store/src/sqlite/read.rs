@@ -16,7 +16,7 @@
 use sqlx::{Row, SqliteConnection};
 use toren_protocol::{Event, RunId};
 
-use super::rows::{decode_event, seq_to_sql};
+use super::rows::{decode_event, to_sql};
 use crate::{Error, Result};
 
 /// About how many payload bytes one chunk carries. Big enough that the per-statement cost
@@ -35,7 +35,7 @@ pub(super) async fn events_after(
          FROM events WHERE run_id = ? AND seq > ?",
     )
     .bind(run_id.as_str())
-    .bind(seq_to_sql(after_seq))
+    .bind(to_sql(after_seq))
     .fetch_one(&mut *conn)
     .await?;
     let planned = rows_of(run_id, seqs.as_deref(), lengths.as_deref())?;

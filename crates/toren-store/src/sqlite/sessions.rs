@@ -11,57 +11,16 @@ use toren_protocol::{Event, Message, RunCreated, RunId, SessionTurn};
 use super::SqliteStore;
 use super::log::insert_run;
 use super::rows::{self, stamp};
+use crate::backend::{
+    self,
+    sessions::{encode, message_of, run_id_of, turn_number},
+};
 use crate::{Error, Lease, Result, Session, SessionStore, SessionTurnRow};
 
-#[derive(sqlx::FromRow)]
-struct SessionRow {
-    id: String,
-    name: String,
-    spec: String,
-    policy: Option<String>,
-    created_at: String,
-}
-
-impl SessionRow {
-    fn decode(self) -> Result<Session> {
-        let bad = |reason: String| Error::CorruptSession {
-            session: self.name.clone(),
-            reason,
-        };
-        let agent = serde_json::from_str(&self.spec).map_err(|e| bad(format!("spec: {e}")))?;
-        let policy = match &self.policy {
-            Some(p) => Some(serde_json::from_str(p).map_err(|e| bad(format!("policy: {e}")))?),
-            None => None,
-        };
-        let created_at = self
-            .created_at
-            .parse()
-            .map_err(|e| bad(format!("created_at: {e}")))?;
-        Ok(Session {
-            id: self.id,
-            name: self.name,
-            agent,
-            policy,
-            created_at,
-        })
-    }
-}
+/// A session's row, times as stamps.
+type SessionRow = backend::sessions::SessionRow<String>;
 
 const BY_NAME: &str = "SELECT id, name, spec, policy, created_at FROM sessions WHERE name = ?";
-
-fn encode<T: serde::Serialize>(session: &str, what: &str, value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| Error::CorruptSession {
-        session: session.to_owned(),
-        reason: format!("cannot encode its {what}: {e}"),
-    })
-}
-
-fn turn_number(session: &str, value: i64) -> Result<u32> {
-    u32::try_from(value).map_err(|_| Error::CorruptSession {
-        session: session.to_owned(),
-        reason: format!("turn number {value}"),
-    })
-}
 
 #[async_trait]
 impl SessionStore for SqliteStore {
@@ -163,10 +122,7 @@ impl SessionStore for SqliteStore {
                 Ok(SessionTurnRow {
                     turn: turn_number(session_id, turn)?,
                     status: rows::status(&run, &status)?,
-                    run_id: run.parse().map_err(|e| Error::CorruptSession {
-                        session: session_id.to_owned(),
-                        reason: format!("run id `{run}`: {e}"),
-                    })?,
+                    run_id: run_id_of(session_id, &run)?,
                 })
             })
             .collect()
@@ -204,10 +160,7 @@ impl SessionStore for SqliteStore {
                     return Err(Error::TurnInProgress {
                         session: name,
                         turn: turn_number(session_id, turn)?,
-                        run_id: run.parse().map_err(|e| Error::CorruptSession {
-                            session: session_id.to_owned(),
-                            reason: format!("run id `{run}`: {e}"),
-                        })?,
+                        run_id: run_id_of(session_id, &run)?,
                     });
                 }
                 let last = sqlx::query_scalar::<_, Option<i64>>(
@@ -253,11 +206,7 @@ impl SessionStore for SqliteStore {
         .await?;
         rows.into_iter()
             .map(|(turn, message)| {
-                let message =
-                    serde_json::from_str(&message).map_err(|e| Error::CorruptSession {
-                        session: session_id.to_owned(),
-                        reason: format!("a message of turn {turn}: {e}"),
-                    })?;
+                let message = message_of(session_id, turn, &message)?;
                 Ok((turn_number(session_id, turn)?, message))
             })
             .collect()
