@@ -303,11 +303,17 @@ impl Checker<'_> {
                 }
             },
         };
-        let (network, egress) = match mapping.network {
+        let (network, mut egress) = match mapping.network {
             None => (false, None),
             Some(network) => self.network(network)?,
         };
         let env = self.env(mapping.env.unwrap_or_default())?;
+        if let Some(secrets) = mapping.secrets {
+            let rules = self.secrets(secrets, egress.as_ref(), &env)?;
+            if let Some(egress) = egress.as_mut() {
+                egress.secrets = rules;
+            }
+        }
         let limits = match mapping.limits {
             None => ResourceLimits::default(),
             Some(limits) => self.limits(limits)?,

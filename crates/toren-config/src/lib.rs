@@ -16,6 +16,7 @@ mod limits;
 mod lookup;
 mod network;
 mod raw;
+mod secrets;
 mod settings;
 mod telegram;
 mod yaml_errors;

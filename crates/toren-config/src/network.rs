@@ -33,7 +33,14 @@ impl Checker<'_> {
                     ));
                 }
                 let allow = self.hosts(hosts)?;
-                Ok((false, Some(EgressPolicy { allow, ask: false })))
+                Ok((
+                    false,
+                    Some(EgressPolicy {
+                        allow,
+                        ask: false,
+                        secrets: Vec::new(),
+                    }),
+                ))
             }
             RawNetwork::Mapping(mapping) => {
                 let ask = mapping.ask.unwrap_or(false);
@@ -48,7 +55,14 @@ impl Checker<'_> {
                         "list hosts in `allow`, set `ask: true`, or write `network: false`",
                     ));
                 }
-                Ok((false, Some(EgressPolicy { allow, ask })))
+                Ok((
+                    false,
+                    Some(EgressPolicy {
+                        allow,
+                        ask,
+                        secrets: Vec::new(),
+                    }),
+                ))
             }
             RawNetwork::Other(found) => Err(self.error_with_help(
                 at,

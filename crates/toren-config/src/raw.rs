@@ -51,6 +51,8 @@ pub(crate) struct RawSandboxMapping {
     pub(crate) limits: Option<Spanned<RawLimits>>,
     #[serde(default)]
     pub(crate) on_interrupt: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) secrets: Option<Spanned<crate::secrets::RawSecrets>>,
 }
 
 /// `network:` inside `sandbox:` — `true`, `false`, a list of hosts, a mapping

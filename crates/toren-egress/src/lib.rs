@@ -17,10 +17,14 @@
 pub mod address;
 mod decision;
 mod error;
+mod intercept;
 mod proxy;
 mod resolve;
+mod tls;
 
 pub use decision::{Approver, AskRequest, Decision, DenyAll, Outcome, Recorder, Refusal};
 pub use error::Error;
+pub use intercept::Interception;
 pub use proxy::{Proxy, ProxyConfig};
 pub use resolve::{Resolver, SystemResolver};
+pub use tls::{RunCa, UpstreamTrust};

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use toren_protocol::{EgressPolicy, HostVerdict};
 
 use crate::address::forbidden_reason;
+use crate::intercept::{self, Interception};
 use crate::{Approver, AskRequest, Decision, Error, Outcome, Recorder, Refusal, Resolver};
 
 type Body = BoxBody<Bytes, hyper::Error>;
@@ -46,14 +47,25 @@ struct Inner {
     config: ProxyConfig,
     /// Answers already given on `ask`, by host (never held across an await).
     answers: Mutex<HashMap<String, bool>>,
+    /// TLS termination for the hosts that get a secret (`intercept`); `None`: none.
+    interception: Option<Arc<Interception>>,
 }
 
 impl Proxy {
     pub fn new(config: ProxyConfig) -> Self {
+        Self::with_interception(config, None)
+    }
+
+    /// A proxy that also injects the policy's secrets through `interception` (see
+    /// `intercept`). A `CONNECT` to a host some secret is for is refused when
+    /// `interception` does not cover it: the proxy never lets such a request out without
+    /// its secret, nor tunnels it blind.
+    pub fn with_interception(config: ProxyConfig, interception: Option<Interception>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 config,
                 answers: Mutex::new(HashMap::new()),
+                interception: interception.map(Arc::new),
             }),
         }
     }
@@ -129,6 +141,12 @@ impl Proxy {
             Err(why) => return refused(Refusal::BadRequest(why)),
         };
         let (host, port) = target;
+        // A host some secret is for: TLS is terminated here, or the request refused.
+        let intercepted =
+            request.method() == Method::CONNECT && self.inner.config.policy.intercepts(&host);
+        let interception = (self.inner.interception.as_ref())
+            .filter(|i| intercepted && i.covers(&host))
+            .map(|i| (Arc::clone(i), host.clone()));
         let outcome = self.admit(&host, port).await;
         let (stream, outcome) = match outcome {
             Ok((stream, address, approved)) => {
@@ -143,6 +161,14 @@ impl Proxy {
             outcome: outcome.clone(),
         });
         match (stream, outcome) {
+            (Some(stream), _) if intercepted => match interception {
+                Some((interception, host)) => {
+                    intercept::tunnel(request, stream, host, port, interception, shutdown)
+                }
+                None => refused(Refusal::Unreachable(
+                    "this host gets a secret, and the proxy was given no value for it".to_owned(),
+                )),
+            },
             (Some(stream), _) if request.method() == Method::CONNECT => {
                 tunnel(request, stream, shutdown)
             }

@@ -1,4 +1,5 @@
-//! The in-sandbox end of Toren's egress proxy (issue 18; not yet started by any backend):
+//! The in-sandbox end of Toren's egress proxy (issue 18; `toren-exec --forward`, started
+//! so by the local and docker backends for a run with a host list):
 //! a sandbox with `network: [hosts…]` keeps its own network namespace, where nothing but
 //! loopback exists, and reaches the proxy through a unix socket bound into it. Tools that
 //! honour `HTTP_PROXY` want a TCP address, so [`forward`] listens on a loopback port inside

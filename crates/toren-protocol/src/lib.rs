@@ -12,6 +12,7 @@ mod ids;
 mod message;
 mod models;
 mod network;
+mod secrets;
 mod status;
 mod tool_args;
 
@@ -29,5 +30,6 @@ pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
 pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window};
 pub use network::{EgressPolicy, HostPattern, HostVerdict};
+pub use secrets::{SECRET_PLACEHOLDER, SecretRule};
 pub use status::{RunStatus, UnknownStatus};
 pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};

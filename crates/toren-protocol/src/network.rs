@@ -24,6 +24,10 @@ pub struct EgressPolicy {
     /// `true`: a host outside `allow` is held and asked about; `false`: it is refused.
     #[serde(default)]
     pub ask: bool,
+    /// Secrets the proxy adds to requests to some of the allowed hosts
+    /// (`sandbox.secrets`); empty in policies pinned before they existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<crate::SecretRule>,
 }
 
 /// What the policy says about one requested host, before any address check.
@@ -60,7 +64,13 @@ impl crate::ResolvedPolicy {
             Some(egress) => {
                 let hosts: Vec<&str> = egress.allow.iter().map(HostPattern::as_str).collect();
                 let ask = if egress.ask { "+ask" } else { "" };
-                format!("[{}]{ask}", hosts.join(","))
+                let secrets: Vec<&str> = egress.secrets.iter().map(|s| s.name.as_str()).collect();
+                let secrets = if secrets.is_empty() {
+                    String::new()
+                } else {
+                    format!("+secrets[{}]", secrets.join(","))
+                };
+                format!("[{}]{ask}{secrets}", hosts.join(","))
             }
         }
     }
@@ -214,6 +224,7 @@ mod tests {
         let mut policy = EgressPolicy {
             allow: vec![pattern("pypi.org"), pattern("*.npmjs.org")],
             ask: false,
+            secrets: Vec::new(),
         };
         assert_eq!(policy.decide("registry.npmjs.org"), HostVerdict::Allow);
         assert_eq!(policy.decide("evil.org"), HostVerdict::Deny);
@@ -227,6 +238,7 @@ mod tests {
         let policy = EgressPolicy {
             allow: vec![pattern("*.github.com")],
             ask: true,
+            secrets: Vec::new(),
         };
         let json = serde_json::to_value(&policy).unwrap();
         assert_eq!(
@@ -247,6 +259,7 @@ mod tests {
             egress: Some(EgressPolicy {
                 allow: vec![pattern("pypi.org"), pattern("*.github.com")],
                 ask: true,
+                secrets: Vec::new(),
             }),
             ..old.clone()
         };

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bollard::Docker;
 use toren_protocol::{ResolvedPolicy, RunId};
+use toren_sandbox::egress::{self, EgressHooks, RunningProxy, SharedResolver};
 use toren_sandbox::{Sandbox, SandboxBackend};
 
 use crate::container;
@@ -57,6 +58,8 @@ pub struct DockerBackend {
     /// The container key of each run opened here that is not its own id (a session's
     /// turns share the session's container), so `finish` removes the right one.
     keys: Arc<std::sync::Mutex<std::collections::HashMap<RunId, String>>>,
+    /// How the egress proxies of runs with a host list resolve names.
+    resolver: SharedResolver,
 }
 
 impl DockerBackend {
@@ -81,7 +84,17 @@ impl DockerBackend {
             settings,
             docker,
             keys: Arc::default(),
+            resolver: SharedResolver::default(),
         })
+    }
+
+    /// The egress proxies of runs with a host list resolve names with `resolver` instead of
+    /// the system's (the binary's test-only mapping). Whatever it answers, the proxy's
+    /// address checks still refuse loopback, private and metadata addresses.
+    #[must_use]
+    pub fn with_egress_resolver(mut self, resolver: Arc<dyn toren_egress::Resolver>) -> Self {
+        self.resolver = SharedResolver(resolver);
+        self
     }
 
     pub fn settings(&self) -> &DockerSettings {
@@ -120,11 +133,28 @@ impl DockerBackend {
     /// granted variables with their values; they travel with each command to the helper,
     /// never into the container's configuration or an argv. The container itself is made
     /// at the first command; the image is checked now, so a missing one fails at once.
+    /// A host list gets an egress proxy with the default hooks ([`Self::open_with`]).
     pub async fn open(
         &self,
         run: &RunId,
         policy: &ResolvedPolicy,
         env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>> {
+        self.open_with(run, policy, env, EgressHooks::default())
+            .await
+    }
+
+    /// [`open`](Self::open), and with a host list in the policy, the run's egress proxy
+    /// (`toren_sandbox::egress`) started with `hooks` on a socket beside the workspace,
+    /// whose directory the container gets read-only; the container keeps
+    /// `network_mode: none`, and its helper relays `127.0.0.1:3128` to the socket. The
+    /// proxy stops when the sandbox is dropped.
+    pub async fn open_with(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+        hooks: EgressHooks,
     ) -> Result<Arc<dyn Sandbox>> {
         for (name, value) in &env {
             check_env(name, value)?;
@@ -141,6 +171,15 @@ impl DockerBackend {
             full_env.retain(|(n, _)| *n != name);
             full_env.push((name, value));
         }
+        let proxy = match egress::proxied(policy) {
+            None => None,
+            Some(hosts) => {
+                let dir = egress::egress_dir(workspace.path());
+                let proxy = RunningProxy::start(&dir, hosts, Arc::clone(&self.resolver.0), hooks)?;
+                egress::add_proxy_env(&mut full_env);
+                Some(proxy)
+            }
+        };
         // A session's turns share one container, named and labelled by the session.
         let key = policy
             .sandbox_key
@@ -161,6 +200,7 @@ impl DockerBackend {
             limits: policy.limits,
             env: full_env,
             workspace,
+            proxy,
         })))
     }
 
@@ -197,6 +237,16 @@ impl SandboxBackend for DockerBackend {
         env: Vec<(String, String)>,
     ) -> toren_sandbox::Result<Arc<dyn Sandbox>> {
         Ok(DockerBackend::open(self, run, policy, env).await?)
+    }
+
+    async fn open_with(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+        egress: EgressHooks,
+    ) -> toren_sandbox::Result<Arc<dyn Sandbox>> {
+        Ok(DockerBackend::open_with(self, run, policy, env, egress).await?)
     }
 
     async fn finish(&self, run: &RunId) -> toren_sandbox::Result<()> {

@@ -50,6 +50,9 @@ pub(crate) struct Setup {
     pub(crate) limits: ResourceLimits,
     /// The commands' whole environment, granted values included: never logged.
     pub(crate) env: Vec<(String, String)>,
+    /// The run's egress proxy (a host list), serving while this sandbox lives; its
+    /// directory is bound into the container.
+    pub(crate) proxy: Option<toren_sandbox::egress::RunningProxy>,
 }
 
 pub(crate) struct DockerSandbox {
@@ -94,6 +97,10 @@ impl DockerSandbox {
             network: s.network,
             limits: s.limits,
             created: jiff::Timestamp::now(),
+            egress: s
+                .proxy
+                .as_ref()
+                .map(toren_sandbox::egress::RunningProxy::dir),
         };
         let session =
             Arc::new(container::bring_up(&s.docker, &s.name, &spec, &s.default_image).await?);

@@ -15,6 +15,7 @@ use std::path::Path;
 
 use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountType};
 use toren_protocol::ResourceLimits;
+use toren_sandbox::egress::{SANDBOX_EGRESS_DIR, helper_args};
 use toren_sandbox::{SANDBOX_PATH, SANDBOX_WORKDIR, SHM_SIZE};
 
 /// The image used when an agent names none: Debian 12 with bash, node, npm, python, pip
@@ -51,6 +52,10 @@ pub struct ContainerSpec<'a> {
     pub network: bool,
     pub limits: ResourceLimits,
     pub created: jiff::Timestamp,
+    /// With a host list: the host directory of the run's egress proxy socket, bound
+    /// read-only at `toren_sandbox::egress::SANDBOX_EGRESS_DIR`, and the helper told to
+    /// relay the proxy port to it. The container keeps `network_mode: none`.
+    pub egress: Option<&'a Path>,
 }
 
 /// The container's name: one per run and instance, so a second process of the same run
@@ -93,11 +98,17 @@ pub fn container_body(spec: &ContainerSpec<'_>) -> ContainerCreateBody {
     // make; outside, the run's private directory keeps other users away from what the
     // agent left (see toren-sandbox's `workspace` layout).
     let memory = i64::try_from(spec.limits.memory).unwrap_or(i64::MAX);
+    let mut mounts = vec![
+        bind(spec.workspace, SANDBOX_WORKDIR, false),
+        bind(spec.helper, HELPER_PATH, true),
+    ];
+    let mut entrypoint = vec![HELPER_PATH.to_owned()];
+    if let Some(dir) = spec.egress {
+        mounts.push(bind(dir, SANDBOX_EGRESS_DIR, true));
+        entrypoint.extend(helper_args());
+    }
     let host_config = HostConfig {
-        mounts: Some(vec![
-            bind(spec.workspace, SANDBOX_WORKDIR, false),
-            bind(spec.helper, HELPER_PATH, true),
-        ]),
+        mounts: Some(mounts),
         network_mode: Some(if spec.network { "bridge" } else { "none" }.to_owned()),
         cap_drop: Some(vec!["ALL".to_owned()]),
         security_opt: Some(vec!["no-new-privileges".to_owned()]),
@@ -121,7 +132,7 @@ pub fn container_body(spec: &ContainerSpec<'_>) -> ContainerCreateBody {
     };
     ContainerCreateBody {
         image: Some(spec.image.to_owned()),
-        entrypoint: Some(vec![HELPER_PATH.to_owned()]),
+        entrypoint: Some(entrypoint),
         cmd: Some(Vec::new()),
         user: Some(format!("{}:{}", spec.user.0, spec.user.1)),
         working_dir: Some(SANDBOX_WORKDIR.to_owned()),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use toren_protocol::{ResolvedPolicy, RunId};
 
+use crate::egress::EgressHooks;
 use crate::error::Result;
 use crate::sandbox::Sandbox;
 
@@ -27,6 +28,22 @@ pub trait SandboxBackend: Send + Sync {
         policy: &ResolvedPolicy,
         env: Vec<(String, String)>,
     ) -> Result<Arc<dyn Sandbox>>;
+
+    /// [`open`](Self::open), with the run's egress hooks: when the pinned policy lists
+    /// hosts, the backend starts the run's egress proxy (`crate::egress`) with `egress`'s
+    /// approver and recorder, for as long as the returned sandbox lives. `open` is this
+    /// with [`EgressHooks::default`] (asks refused, decisions logged). The default
+    /// ignores the hooks: a backend without a proxy gives a host list no network at all.
+    async fn open_with(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+        egress: EgressHooks,
+    ) -> Result<Arc<dyn Sandbox>> {
+        let _ = egress;
+        self.open(run, policy, env).await
+    }
 
     /// The run has ended: let go of what its sandbox holds (e.g. remove its container).
     /// The workspace always stays (I-1). Failures are reported, never fatal.

@@ -81,6 +81,13 @@ pub enum Error {
     )]
     ForeignWorkspace { path: String, owner: u32, uid: u32 },
 
+    #[error(
+        "the agent's network lists hosts, which the local backend serves only with the sandbox \
+         helper (toren-exec) relaying to the egress proxy; build it with \
+         `scripts/build-exec-helper` (or point TOREN_EXEC_HELPER at it)"
+    )]
+    EgressNeedsHelper,
+
     #[error("{why}")]
     InvalidCommand { why: String },
 
@@ -128,6 +135,7 @@ impl Error {
             Self::BwrapMissing { .. }
             | Self::BwrapUnusable { .. }
             | Self::HelperFailed { .. }
+            | Self::EgressNeedsHelper
             | Self::ForeignWorkspace { .. }
             | Self::InvalidEnv { .. }
             | Self::InvalidWorkspaceName { .. }

@@ -9,6 +9,7 @@
 //! event log.
 
 mod backend;
+pub mod egress;
 mod error;
 mod files;
 mod local;
@@ -17,6 +18,7 @@ mod sandbox;
 mod workspace;
 
 pub use backend::SandboxBackend;
+pub use egress::EgressHooks;
 pub use error::{Error, Result};
 pub use files::Files;
 pub use local::{

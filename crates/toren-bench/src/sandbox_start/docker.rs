@@ -74,6 +74,7 @@ async fn one(docker: &Docker, helper: &Path, root: &Path, i: usize) -> anyhow::R
         network: false,
         limits: ResourceLimits::default(),
         created: jiff::Timestamp::now(),
+        egress: None,
     };
     let mut steps = Steps::default();
     let began = Instant::now();

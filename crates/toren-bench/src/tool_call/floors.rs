@@ -58,6 +58,7 @@ pub(crate) async fn bwrap(
             tmp_size: ResourceLimits::default().memory,
             seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
             inside: Inside::Command("true"),
+            egress: None,
         };
         let out = Command::new(bwrap)
             .args(bwrap_argv(&spec))

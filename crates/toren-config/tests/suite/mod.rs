@@ -4,4 +4,5 @@ mod common;
 mod fuzz_agent_file;
 mod lookup;
 mod network;
+mod secrets;
 mod settings;

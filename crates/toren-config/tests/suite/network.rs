@@ -45,6 +45,7 @@ fn a_list_allows_exactly_those_hosts_and_refuses_the_rest() {
             Some(EgressPolicy {
                 allow: hosts(&["pypi.org", "files.pythonhosted.org", "*.github.com"]),
                 ask: false,
+                secrets: Vec::new(),
             })
         )
     );
@@ -59,6 +60,7 @@ fn a_mapping_sets_allow_and_ask() {
             Some(EgressPolicy {
                 allow: hosts(&["pypi.org", "*.npmjs.org"]),
                 ask: true,
+                secrets: Vec::new(),
             })
         )
     );
@@ -68,7 +70,8 @@ fn a_mapping_sets_allow_and_ask() {
             false,
             Some(EgressPolicy {
                 allow: Vec::new(),
-                ask: true
+                ask: true,
+                secrets: Vec::new(),
             })
         )
     );

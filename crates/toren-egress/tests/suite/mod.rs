@@ -1,2 +1,3 @@
 mod proxy;
+mod secrets;
 mod support;

@@ -113,6 +113,7 @@ pub(crate) fn policy(allow: &[&str], ask: bool) -> EgressPolicy {
             .map(|h| HostPattern::parse(h).unwrap())
             .collect(),
         ask,
+        secrets: Vec::new(),
     }
 }
 

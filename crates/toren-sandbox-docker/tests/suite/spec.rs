@@ -16,6 +16,7 @@ fn spec(network: bool) -> ContainerSpec<'static> {
         network,
         limits: ResourceLimits::default(),
         created: "2026-11-29T12:00:00Z".parse().unwrap(),
+        egress: None,
     }
 }
 
@@ -40,4 +41,39 @@ fn the_name_is_per_instance_and_run() {
         container_name("laptop", "run_01jexample"),
         "toren-laptop-run_01jexample"
     );
+}
+
+#[test]
+fn a_host_list_binds_the_proxy_directory_and_keeps_the_network_off() {
+    let dir = Path::new("/home/me/.toren/sandboxes/run_01jexample/egress");
+    let without = serde_json::to_value(container_body(&spec(false))).unwrap();
+    let with = serde_json::to_value(container_body(&ContainerSpec {
+        egress: Some(dir),
+        ..spec(false)
+    }))
+    .unwrap();
+    assert_eq!(with["HostConfig"]["NetworkMode"], "none");
+    assert_eq!(
+        with["Entrypoint"],
+        serde_json::json!([
+            "/.toren-exec",
+            "--forward",
+            "127.0.0.1:3128=/.toren-egress/proxy.sock"
+        ])
+    );
+    let mounts = with["HostConfig"]["Mounts"].as_array().unwrap();
+    assert_eq!(
+        mounts.last().unwrap(),
+        &serde_json::json!({
+            "Source": "/home/me/.toren/sandboxes/run_01jexample/egress",
+            "Target": "/.toren-egress",
+            "Type": "bind",
+            "ReadOnly": true,
+        })
+    );
+    // Nothing else differs.
+    let mut same = with.clone();
+    same["Entrypoint"] = without["Entrypoint"].clone();
+    same["HostConfig"]["Mounts"] = without["HostConfig"]["Mounts"].clone();
+    assert_eq!(same, without);
 }

@@ -115,6 +115,7 @@ pub(crate) async fn bwrap_floor(
             tmp_size: ResourceLimits::default().memory,
             seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
             inside: Inside::Command("true"),
+            egress: None,
         };
         let mut argv = bwrap_argv(&spec);
         if variant == Bwrap::NoShell {

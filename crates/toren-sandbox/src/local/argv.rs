@@ -17,6 +17,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::egress::{SANDBOX_EGRESS_DIR, helper_args};
 use crate::sandbox::{SANDBOX_PATH, SHM_SIZE};
 use crate::workspace::SANDBOX_WORKDIR;
 
@@ -126,6 +127,10 @@ pub struct BwrapSpec<'a> {
     pub seccomp_fd: Option<i32>,
     /// What runs in the sandbox.
     pub inside: Inside<'a>,
+    /// With a host list: the host directory of the run's egress proxy socket, bound
+    /// read-only at [`SANDBOX_EGRESS_DIR`]; the helper then relays the proxy port to it
+    /// (`crate::egress`). The network namespace stays unshared: only loopback exists.
+    pub egress: Option<&'a Path>,
 }
 
 /// What a sandbox runs.
@@ -208,13 +213,25 @@ pub fn bwrap_argv(spec: &BwrapSpec<'_>) -> Vec<OsString> {
     if let Inside::Helper(path) = spec.inside {
         argv.push_os(["--ro-bind".as_ref(), path.as_os_str(), HELPER_PATH.as_ref()]);
     }
+    if let Some(dir) = spec.egress {
+        argv.push_os([
+            "--ro-bind".as_ref(),
+            dir.as_os_str(),
+            SANDBOX_EGRESS_DIR.as_ref(),
+        ]);
+    }
     argv.push(["--remount-ro", "/", "--chdir", SANDBOX_WORKDIR]);
     if let Some(fd) = spec.seccomp_fd {
         argv.push(["--seccomp", &fd.to_string()]);
     }
     match spec.inside {
         Inside::Command(command) => argv.push(["--", SHELL, "-c", command]),
-        Inside::Helper(_) => argv.push(["--", HELPER_PATH]),
+        Inside::Helper(_) => {
+            argv.push(["--", HELPER_PATH]);
+            if spec.egress.is_some() {
+                argv.0.extend(helper_args().into_iter().map(OsString::from));
+            }
+        }
     }
     argv.0
 }

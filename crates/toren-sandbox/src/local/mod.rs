@@ -35,6 +35,7 @@ use limits::Limiter;
 use warm::Warm;
 
 use crate::backend::SandboxBackend;
+use crate::egress::{self, EgressHooks, RunningProxy, SharedResolver};
 use crate::error::{Error, Result};
 use crate::pinned::pinned_workspace;
 use crate::sandbox::{ExecOutput, ExecRequest, Sandbox, check_command};
@@ -63,6 +64,8 @@ pub struct LocalBackend {
     helper: Option<PathBuf>,
     layout: Arc<HostLayout>,
     limiter: Arc<Limiter>,
+    /// How the egress proxies of runs with a host list resolve names.
+    resolver: SharedResolver,
 }
 
 impl LocalBackend {
@@ -87,7 +90,16 @@ impl LocalBackend {
             helper: None,
             layout: Arc::new(HostLayout::probe()),
             limiter: Arc::new(Limiter::probe()),
+            resolver: SharedResolver::default(),
         }
+    }
+
+    /// The egress proxies of runs with a host list resolve names with `resolver` instead of
+    /// the system's (the binary's test-only mapping). Whatever it answers, the proxy's
+    /// address checks still refuse loopback, private and metadata addresses.
+    pub fn with_egress_resolver(mut self, resolver: Arc<dyn toren_egress::Resolver>) -> Self {
+        self.resolver = SharedResolver(resolver);
+        self
     }
 
     pub fn settings(&self) -> &LocalSettings {
@@ -139,6 +151,7 @@ impl LocalBackend {
             tmp_size: ResourceLimits::default().memory,
             seccomp_fd: None,
             inside: Inside::Command("true"),
+            egress: None,
         };
         // The seccomp filter, on a descriptor bwrap inherits (the real commands get theirs
         // from the pre-exec hook instead).
@@ -200,12 +213,28 @@ impl LocalBackend {
 
     /// Creates (or reopens) the run's workspace and returns a sandbox over it. `env` holds
     /// the granted variables with their values; they reach the command through its
-    /// environment only. The policy's `image` means nothing to this backend.
+    /// environment only. The policy's `image` means nothing to this backend. A host list
+    /// gets an egress proxy with the default hooks ([`LocalBackend::open_with`]).
     pub async fn open(
         &self,
         run_id: &RunId,
         policy: &ResolvedPolicy,
         env: Vec<(String, String)>,
+    ) -> Result<Arc<dyn Sandbox>> {
+        self.open_with(run_id, policy, env, EgressHooks::default())
+            .await
+    }
+
+    /// [`open`](Self::open), and with a host list in the policy, the run's egress proxy
+    /// (`crate::egress`) started with `hooks` on a socket beside the workspace, bound into
+    /// the kept sandbox, where the helper relays `127.0.0.1:3128` to it; it stops when the
+    /// sandbox is dropped. A host list needs the helper: without it, opening fails.
+    pub async fn open_with(
+        &self,
+        run_id: &RunId,
+        policy: &ResolvedPolicy,
+        mut env: Vec<(String, String)>,
+        hooks: EgressHooks,
     ) -> Result<Arc<dyn Sandbox>> {
         let bwrap = self.bwrap()?.to_owned();
         for (name, value) in &env {
@@ -223,6 +252,16 @@ impl LocalBackend {
                 uid,
             });
         }
+        let proxy = match egress::proxied(policy) {
+            None => None,
+            Some(_) if self.helper.is_none() => return Err(Error::EgressNeedsHelper),
+            Some(hosts) => {
+                let dir = egress::egress_dir(workspace.path());
+                let proxy = RunningProxy::start(&dir, hosts, Arc::clone(&self.resolver.0), hooks)?;
+                egress::add_proxy_env(&mut env);
+                Some(proxy)
+            }
+        };
         let warm = self.helper.as_ref().map(|helper| {
             Warm::new(warm::Setup {
                 bwrap: bwrap.clone(),
@@ -232,6 +271,7 @@ impl LocalBackend {
                 layout: Arc::clone(&self.layout),
                 limiter: Arc::clone(&self.limiter),
                 limits: policy.limits,
+                egress: proxy.as_ref().map(|p| p.dir().to_owned()),
             })
         });
         Ok(Arc::new(LocalSandbox {
@@ -243,6 +283,7 @@ impl LocalBackend {
             limits: policy.limits,
             env: sandbox_env(&env),
             warm,
+            _proxy: proxy,
         }))
     }
 
@@ -269,6 +310,7 @@ impl LocalBackend {
             layout: Arc::clone(&self.layout),
             limiter: Arc::clone(&self.limiter),
             limits: ResourceLimits::default(),
+            egress: None,
         });
         let failed = |why: String| Error::HelperFailed {
             path: helper.display().to_string(),
@@ -328,6 +370,16 @@ impl SandboxBackend for LocalBackend {
         env: Vec<(String, String)>,
     ) -> Result<Arc<dyn Sandbox>> {
         LocalBackend::open(self, run, policy, env).await
+    }
+
+    async fn open_with(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+        egress: EgressHooks,
+    ) -> Result<Arc<dyn Sandbox>> {
+        LocalBackend::open_with(self, run, policy, env, egress).await
     }
 
     // `finish` and `release` keep the default: a run's kept sandbox ends when the sandbox
@@ -427,6 +479,8 @@ struct LocalSandbox {
     env: Vec<(String, String)>,
     /// The kept sandbox, when the helper is there.
     warm: Option<Warm>,
+    /// The run's egress proxy (a host list), serving while this sandbox lives.
+    _proxy: Option<RunningProxy>,
 }
 
 impl fmt::Debug for LocalSandbox {
@@ -474,6 +528,8 @@ impl Sandbox for LocalSandbox {
             tmp_size: self.limits.memory,
             seccomp_fd: prepared.setup.seccomp_fd(),
             inside: Inside::Command(&req.command),
+            // Never with a host list: that needs the kept sandbox (`open_with`).
+            egress: None,
         };
         exec::run(
             &self.bwrap,

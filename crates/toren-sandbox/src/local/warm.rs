@@ -66,6 +66,8 @@ pub(crate) struct Setup {
     pub(crate) layout: Arc<HostLayout>,
     pub(crate) limiter: Arc<Limiter>,
     pub(crate) limits: ResourceLimits,
+    /// The host directory of the run's egress proxy socket, bound in (a host list).
+    pub(crate) egress: Option<PathBuf>,
 }
 
 /// A run's kept sandbox, started at the first command and restarted when gone.
@@ -170,6 +172,7 @@ impl Warm {
             tmp_size: s.limits.memory,
             seccomp_fd: prepared.setup.seccomp_fd(),
             inside: Inside::Helper(&s.helper),
+            egress: s.egress.as_deref(),
         };
         let mut command = Command::new(&s.bwrap);
         command

@@ -17,6 +17,7 @@ fn render_inside(network: bool, layout: &HostLayout, inside: Inside<'_>) -> Stri
         tmp_size: 2 * 1024 * 1024 * 1024,
         seccomp_fd: Some(3),
         inside,
+        egress: None,
     };
     let argv = bwrap_argv(&spec);
     argv.iter()

@@ -317,6 +317,7 @@ async fn a_host_list_keeps_the_sandbox_offline_until_the_proxy_is_bound_in(mode:
         egress: Some(EgressPolicy {
             allow: vec![HostPattern::parse("localhost").unwrap()],
             ask: true,
+            secrets: Vec::new(),
         }),
         approval: ApprovalPolicy::Never,
         env: Vec::new(),
