@@ -60,6 +60,8 @@ pub struct DockerBackend {
     keys: Arc<std::sync::Mutex<std::collections::HashMap<RunId, String>>>,
     /// How the egress proxies of runs with a host list resolve names.
     resolver: SharedResolver,
+    /// What the egress proxies verify the hosts that get secrets against.
+    upstream: toren_egress::UpstreamTrust,
 }
 
 impl DockerBackend {
@@ -85,6 +87,7 @@ impl DockerBackend {
             docker,
             keys: Arc::default(),
             resolver: SharedResolver::default(),
+            upstream: toren_egress::UpstreamTrust::default(),
         })
     }
 
@@ -94,6 +97,14 @@ impl DockerBackend {
     #[must_use]
     pub fn with_egress_resolver(mut self, resolver: Arc<dyn toren_egress::Resolver>) -> Self {
         self.resolver = SharedResolver(resolver);
+        self
+    }
+
+    /// The egress proxies verify the hosts that get secrets against `upstream` instead of
+    /// the system's roots. Tests only: the binary sets it from a test-only setting.
+    #[must_use]
+    pub fn with_egress_upstream(mut self, upstream: toren_egress::UpstreamTrust) -> Self {
+        self.upstream = upstream;
         self
     }
 
@@ -175,8 +186,14 @@ impl DockerBackend {
             None => None,
             Some(hosts) => {
                 let dir = egress::egress_dir(workspace.path());
-                let proxy = RunningProxy::start(&dir, hosts, Arc::clone(&self.resolver.0), hooks)?;
-                egress::add_proxy_env(&mut full_env);
+                let proxy = RunningProxy::start(
+                    &dir,
+                    hosts,
+                    Arc::clone(&self.resolver.0),
+                    &self.upstream,
+                    hooks,
+                )?;
+                proxy.add_env(&mut full_env);
                 Some(proxy)
             }
         };

@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 use toren_egress::{
-    Approver, Decision, DenyAll, Outcome, Proxy, ProxyConfig, Recorder, Resolver, SystemResolver,
+    Approver, Decision, DenyAll, Interception, Outcome, Proxy, ProxyConfig, Recorder, Resolver,
+    SystemResolver, UpstreamTrust,
 };
 use toren_protocol::{EgressPolicy, ResolvedPolicy};
 
@@ -58,6 +59,10 @@ const SUN_PATH_MAX: usize = 107;
 pub struct EgressHooks {
     pub approver: Arc<dyn Approver>,
     pub recorder: Arc<dyn Recorder>,
+    /// The values of the secrets the policy injects (`sandbox.secrets`), by name: given
+    /// to the proxy only, never to the sandbox. A secret without its value here makes
+    /// the proxy refuse to start, naming it.
+    pub secrets: Vec<(String, String)>,
 }
 
 impl Default for EgressHooks {
@@ -65,6 +70,7 @@ impl Default for EgressHooks {
         Self {
             approver: Arc::new(DenyAll),
             recorder: Arc::new(LogRecorder),
+            secrets: Vec::new(),
         }
     }
 }
@@ -118,6 +124,41 @@ impl fmt::Debug for SharedResolver {
     }
 }
 
+/// The CA bundle's name in the proxy's directory (system roots + the run's CA), written when
+/// the policy injects secrets.
+pub const CA_BUNDLE: &str = "ca-bundle.pem";
+
+/// Where the usual system bundles are; the first that exists is the bundle's base.
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// The host's system roots (PEM), empty when none is found.
+fn system_roots() -> Vec<u8> {
+    SYSTEM_BUNDLES
+        .iter()
+        .find_map(|path| std::fs::read(path).ok())
+        .unwrap_or_default()
+}
+
+/// The variables that make curl, Python (requests, ssl), Node, git and OpenSSL-based tools
+/// trust the run's CA bundle inside the sandbox.
+pub fn ca_env() -> Vec<(String, String)> {
+    let path = format!("{SANDBOX_EGRESS_DIR}/{CA_BUNDLE}");
+    [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+    ]
+    .iter()
+    .map(|name| ((*name).to_owned(), path.clone()))
+    .collect()
+}
+
 /// The helper's arguments that make it relay the proxy port to the socket.
 pub fn helper_args() -> Vec<String> {
     vec![
@@ -132,6 +173,8 @@ pub struct RunningProxy {
     /// The socket's (device, inode), so a drop removes only its own socket, never one a
     /// later proxy of the same directory (the session's next turn) made.
     socket: (u64, u64),
+    /// Whether `<dir>/ca-bundle.pem` was written (the policy injects secrets).
+    ca_bundle: bool,
     _stop: DropGuard,
 }
 
@@ -148,10 +191,16 @@ impl RunningProxy {
     /// replaced), on the current tokio runtime. `dir` is made 0755 and the socket 0666:
     /// the sandbox's user (a container's may be anyone) must reach it; the run's private
     /// directory above keeps everyone else on the host away.
+    ///
+    /// A policy with secrets also gets TLS terminated for their hosts
+    /// (`toren_egress::Interception`, its hosts verified with `upstream`) and a CA bundle,
+    /// `<dir>/`[`CA_BUNDLE`]: the host's system roots and the run's CA certificate (never
+    /// its key), which commands are pointed at ([`RunningProxy::add_env`]).
     pub fn start(
         dir: &Path,
         policy: &EgressPolicy,
         resolver: Arc<dyn Resolver>,
+        upstream: &UpstreamTrust,
         hooks: EgressHooks,
     ) -> Result<Self> {
         let failed = |what: &str, e: std::io::Error| {
@@ -196,13 +245,34 @@ impl RunningProxy {
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| failed("cannot set the socket's mode in", e))?;
         let meta = std::fs::symlink_metadata(&socket).map_err(|e| failed("cannot stat", e))?;
-        let proxy = Proxy::new(ProxyConfig {
-            policy: policy.clone(),
-            resolver,
-            approver: hooks.approver,
-            recorder: hooks.recorder,
-            permit: Vec::new(),
-        });
+        let interception = Interception::new(policy, &hooks.secrets, upstream).map_err(|e| {
+            Error::io(
+                format!("cannot start the egress proxy: {e}"),
+                std::io::ErrorKind::InvalidInput.into(),
+            )
+        })?;
+        let ca_bundle = match &interception {
+            Some(interception) => {
+                let bundle = interception.ca().bundle(&system_roots());
+                let path = dir.join(CA_BUNDLE);
+                std::fs::write(&path, bundle)
+                    .map_err(|e| failed("cannot write the CA bundle in", e))?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                    .map_err(|e| failed("cannot set the CA bundle's mode in", e))?;
+                true
+            }
+            None => false,
+        };
+        let proxy = Proxy::with_interception(
+            ProxyConfig {
+                policy: policy.clone(),
+                resolver,
+                approver: hooks.approver,
+                recorder: hooks.recorder,
+                permit: Vec::new(),
+            },
+            interception,
+        );
         let stop = CancellationToken::new();
         let token = stop.clone();
         let shown = dir.display().to_string();
@@ -214,8 +284,21 @@ impl RunningProxy {
         Ok(Self {
             dir: dir.to_owned(),
             socket: (meta.dev(), meta.ino()),
+            ca_bundle,
             _stop: stop.drop_guard(),
         })
+    }
+
+    /// Adds the proxy's variables to a command environment ([`add_proxy_env`]) and, when
+    /// the proxy injects secrets, points the usual TLS clients at the CA bundle inside the
+    /// sandbox ([`ca_env`]).
+    pub fn add_env(&self, env: &mut Vec<(String, String)>) {
+        add_proxy_env(env);
+        if self.ca_bundle {
+            let ca = ca_env();
+            env.retain(|(name, _)| !ca.iter().any(|(n, _)| n == name));
+            env.extend(ca);
+        }
     }
 
     /// The host directory holding the socket (bound into the sandbox).

@@ -66,6 +66,8 @@ pub struct LocalBackend {
     limiter: Arc<Limiter>,
     /// How the egress proxies of runs with a host list resolve names.
     resolver: SharedResolver,
+    /// What the egress proxies verify the hosts that get secrets against.
+    upstream: toren_egress::UpstreamTrust,
 }
 
 impl LocalBackend {
@@ -91,6 +93,7 @@ impl LocalBackend {
             layout: Arc::new(HostLayout::probe()),
             limiter: Arc::new(Limiter::probe()),
             resolver: SharedResolver::default(),
+            upstream: toren_egress::UpstreamTrust::default(),
         }
     }
 
@@ -99,6 +102,14 @@ impl LocalBackend {
     /// address checks still refuse loopback, private and metadata addresses.
     pub fn with_egress_resolver(mut self, resolver: Arc<dyn toren_egress::Resolver>) -> Self {
         self.resolver = SharedResolver(resolver);
+        self
+    }
+
+    /// The egress proxies verify the hosts that get secrets against `upstream` instead of
+    /// the system's roots. Tests only: the binary sets it from a test-only setting.
+    #[must_use]
+    pub fn with_egress_upstream(mut self, upstream: toren_egress::UpstreamTrust) -> Self {
+        self.upstream = upstream;
         self
     }
 
@@ -257,8 +268,14 @@ impl LocalBackend {
             Some(_) if self.helper.is_none() => return Err(Error::EgressNeedsHelper),
             Some(hosts) => {
                 let dir = egress::egress_dir(workspace.path());
-                let proxy = RunningProxy::start(&dir, hosts, Arc::clone(&self.resolver.0), hooks)?;
-                egress::add_proxy_env(&mut env);
+                let proxy = RunningProxy::start(
+                    &dir,
+                    hosts,
+                    Arc::clone(&self.resolver.0),
+                    &self.upstream,
+                    hooks,
+                )?;
+                proxy.add_env(&mut env);
                 Some(proxy)
             }
         };

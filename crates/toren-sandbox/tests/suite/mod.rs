@@ -1,4 +1,5 @@
 mod argv;
+mod egress_secrets;
 mod fuzz_paths;
 mod kept_sandbox;
 mod limits;
