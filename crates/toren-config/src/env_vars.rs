@@ -263,6 +263,30 @@ pub const TOREN_AGENT_CONCURRENCY: EnvVar = EnvVar {
     secret: false,
 };
 
+pub const AWS_ENDPOINT_URL: EnvVar = EnvVar {
+    name: "AWS_ENDPOINT_URL",
+    default: None,
+    description: "Where `toren deploy-aws` sends its AWS calls (e.g. a local emulator); \
+                  unset: AWS's own endpoints. Credentials and profile the AWS SDK finds as \
+                  the AWS tools do.",
+    secret: false,
+};
+
+pub const AWS_REGION: EnvVar = EnvVar {
+    name: "AWS_REGION",
+    default: Some("$AWS_DEFAULT_REGION"),
+    description: "The AWS region `toren deploy-aws` deploys to; unset (and no \
+                  AWS_DEFAULT_REGION): the AWS SDK's own choice (profile).",
+    secret: false,
+};
+
+pub const AWS_DEFAULT_REGION: EnvVar = EnvVar {
+    name: "AWS_DEFAULT_REGION",
+    default: None,
+    description: "The AWS region of `toren deploy-aws`; only used when `AWS_REGION` is unset.",
+    secret: false,
+};
+
 pub const USER: EnvVar = EnvVar {
     name: "USER",
     default: Some("$LOGNAME, else unknown"),
@@ -310,6 +334,9 @@ pub const ENV_VARS: &[EnvVar] = &[
     OPENAI_API_KEY,
     OPENAI_BASE_URL,
     OLLAMA_HOST,
+    AWS_ENDPOINT_URL,
+    AWS_REGION,
+    AWS_DEFAULT_REGION,
     HOME,
     USER,
     LOGNAME,

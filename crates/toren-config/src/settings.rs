@@ -53,6 +53,10 @@ pub struct Settings {
     pub openai_base_url: String,
     /// With a scheme, without a trailing `/`.
     pub ollama_host: String,
+    /// `AWS_ENDPOINT_URL`: where `toren deploy-aws` sends its AWS calls; `None`: AWS's own.
+    pub aws_endpoint_url: Option<String>,
+    /// `AWS_REGION`, else `AWS_DEFAULT_REGION`; `None`: the AWS SDK's own choice.
+    pub aws_region: Option<String>,
     /// `TOREN_LEASE_TTL`: how long a run's lease outlives its holder's last heartbeat.
     pub lease_ttl: Duration,
     /// `TOREN_MAX_TOKENS`: `max_tokens` of each model call.
@@ -219,6 +223,8 @@ impl Settings {
                 read(&env_vars::OPENAI_BASE_URL),
             )?,
             ollama_host: http_url(&env_vars::OLLAMA_HOST, Some(ollama_host))?,
+            aws_endpoint_url: read(&env_vars::AWS_ENDPOINT_URL),
+            aws_region: read(&env_vars::AWS_REGION).or_else(|| read(&env_vars::AWS_DEFAULT_REGION)),
             lease_ttl: duration(
                 &env_vars::TOREN_LEASE_TTL,
                 read(&env_vars::TOREN_LEASE_TTL),

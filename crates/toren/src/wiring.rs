@@ -487,12 +487,12 @@ pub(crate) async fn release_e2b(settings: &Settings, key: &str) {
 }
 
 /// Where `toren deploy-aws` sends its AWS calls: `AWS_ENDPOINT_URL` (a local emulator)
-/// and `AWS_REGION` (else `AWS_DEFAULT_REGION`) when set; the rest (credentials, profile)
-/// the AWS SDK finds as the AWS tools do.
-pub(crate) fn aws_target() -> toren_deploy_aws::Target {
+/// and `AWS_REGION` (else `AWS_DEFAULT_REGION`) from the settings when set; the rest
+/// (credentials, profile) the AWS SDK finds as the AWS tools do.
+pub(crate) fn aws_target(settings: &Settings) -> toren_deploy_aws::Target {
     toren_deploy_aws::Target {
-        endpoint: process_env("AWS_ENDPOINT_URL"),
-        region: process_env("AWS_REGION").or_else(|| process_env("AWS_DEFAULT_REGION")),
+        endpoint: settings.aws_endpoint_url.clone(),
+        region: settings.aws_region.clone(),
     }
 }
 

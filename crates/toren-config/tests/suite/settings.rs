@@ -42,6 +42,8 @@ fn defaults_follow_home() {
             openai_api_key: None,
             openai_base_url: "https://api.openai.com/v1".to_owned(),
             ollama_host: "http://localhost:11434".to_owned(),
+            aws_endpoint_url: None,
+            aws_region: None,
             lease_ttl: Duration::from_secs(30),
             max_tokens: 8192,
             approval_poll: Duration::from_millis(200),
@@ -142,6 +144,9 @@ fn every_variable_overrides_its_default() {
         ("TOREN_WORKER_ID", "worker-7"),
         ("TOREN_WORKSPACE_VOLUME", "nfs-a"),
         ("TOREN_AGENT_CONCURRENCY", "3"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:4566"),
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_DEFAULT_REGION", "us-east-2"),
     ])
     .expect("valid");
     assert_eq!(
@@ -165,6 +170,8 @@ fn every_variable_overrides_its_default() {
             openai_api_key: Some(Secret::new("sk-2")),
             openai_base_url: "https://openrouter.ai/api/v1".to_owned(),
             ollama_host: "http://127.0.0.1:11500".to_owned(),
+            aws_endpoint_url: Some("http://127.0.0.1:4566".to_owned()),
+            aws_region: Some("eu-west-1".to_owned()),
             lease_ttl: Duration::from_secs(120),
             max_tokens: 1024,
             approval_poll: Duration::from_secs(1),
@@ -450,6 +457,31 @@ fn the_registry_documents_every_variable_once() {
         ]
     );
     assert_snapshot!(env_vars::markdown_table());
+}
+
+#[test]
+fn the_aws_region_falls_back_to_aws_default_region() {
+    let region = |vars: &[(&str, &str)]| {
+        let mut all = vec![("HOME", "/h")];
+        all.extend_from_slice(vars);
+        settings(&all).expect("valid").aws_region
+    };
+    assert_eq!(region(&[]), None);
+    assert_eq!(
+        region(&[("AWS_DEFAULT_REGION", "us-east-2")]),
+        Some("us-east-2".to_owned())
+    );
+    assert_eq!(
+        region(&[("AWS_REGION", ""), ("AWS_DEFAULT_REGION", "us-east-2")]),
+        Some("us-east-2".to_owned())
+    );
+    assert_eq!(
+        region(&[
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_DEFAULT_REGION", "us-east-2")
+        ]),
+        Some("eu-west-1".to_owned())
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `toren deploy-aws`: Toren's AWS tier through `toren-deploy-aws`. The keys come from
 //! this process's settings (ANTHROPIC_API_KEY, OPENAI_API_KEY, E2B_API_KEY,
-//! TOREN_API_TOKEN), the AWS endpoint and region from wiring; what was created, updated
+//! TOREN_API_TOKEN), the AWS endpoint and region (AWS_ENDPOINT_URL, AWS_REGION) too; what was created, updated
 //! or left alone is said on stderr, the API's URL printed on stdout.
 
 #![expect(clippy::print_stdout, reason = "the API's URL is the command's data")]
@@ -15,7 +15,7 @@ use crate::wiring;
 
 pub(crate) async fn deploy_aws(args: &DeployAwsArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
-    let deployer = Deployer::connect(&wiring::aws_target()).await;
+    let deployer = Deployer::connect(&wiring::aws_target(&settings)).await;
     if args.delete {
         let deleted = deployer
             .delete(&args.stack, args.delete_secrets)
