@@ -1,7 +1,8 @@
 //! The web page through the router (no socket, no browser): sign-in and its cookie, the
-//! CSRF token on state-changing requests, the security headers, and values from runs
-//! escaped. The browser suite (crates/toren/tests/suite/web.rs) drives the same pages in
-//! headless Chromium through the real binary.
+//! CSRF token on state-changing requests, requests from other sites refused (login CSRF
+//! included), the security headers, and values from runs escaped. The browser suite
+//! (crates/toren/tests/suite/web.rs) drives the same pages in headless Chromium through
+//! the real binary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -87,6 +88,83 @@ async fn a_wrong_token_is_refused_and_the_right_one_sets_a_strict_http_only_cook
     let over_tls = sign_in(&home, TOKEN, true).await;
     let set = over_tls.headers[header::SET_COOKIE].to_str().unwrap();
     assert!(set.ends_with("; Secure"), "{set}");
+}
+
+#[tokio::test]
+async fn another_sites_page_cannot_sign_in_nor_post_with_the_cookie() {
+    let home = Home::new().await;
+    home.agent("quick", "turns:\n  - text: \"done\"\n", false);
+    let sign_in_from = |headers: &[(&'static str, &'static str)]| {
+        let mut request = Request::post("/ui/sign-in")
+            .header(header::HOST, "127.0.0.1:7420")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request
+            .body(Body::from(format!("token={}", TOKEN.replace('+', "%2B"))))
+            .unwrap()
+    };
+    // Login CSRF: a form on another site posting the attacker's (valid) token.
+    for headers in [
+        &[("origin", "https://evil.example")][..],
+        &[("origin", "null")],
+        &[("sec-fetch-site", "cross-site")],
+        &[
+            ("sec-fetch-site", "same-site"),
+            ("origin", "http://127.0.0.1:7420"),
+        ],
+    ] {
+        let refused = send(&home, sign_in_from(headers)).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{headers:?}");
+        assert!(
+            refused.headers.get(header::SET_COOKIE).is_none(),
+            "{headers:?}"
+        );
+        assert!(refused.body.contains("another site"), "{}", refused.body);
+    }
+    // The page's own form, as browsers send it, and a client that is no browser page.
+    for headers in [
+        &[("origin", "http://127.0.0.1:7420")][..],
+        &[
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "http://127.0.0.1:7420"),
+        ],
+        &[],
+    ] {
+        let accepted = send(&home, sign_in_from(headers)).await;
+        assert_eq!(accepted.status, StatusCode::SEE_OTHER, "{headers:?}");
+        assert!(accepted.headers.get(header::SET_COOKIE).is_some());
+    }
+
+    // With the visitor's cookie and even the right CSRF token, another site's request is
+    // refused and creates nothing; reading from a link elsewhere still works.
+    let csrf = csrf_of(&get(&home, "/ui/runs", Some(&cookie())).await);
+    let create = |site: &'static str| {
+        Request::post("/ui/api/runs")
+            .header(header::COOKIE, cookie())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("x-csrf-token", csrf.clone())
+            .header("sec-fetch-site", site)
+            .body(Body::from(r#"{"agent":"quick","input":"hi"}"#))
+            .unwrap()
+    };
+    let refused = send(&home, create("cross-site")).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    let listed = get(&home, "/ui/api/runs", Some(&cookie())).await;
+    assert!(
+        !listed.body.contains("\"agent\":\"quick\""),
+        "{}",
+        listed.body
+    );
+    let created = send(&home, create("same-origin")).await;
+    assert_eq!(created.status, StatusCode::ACCEPTED, "{}", created.body);
+    let mut linked = Request::get("/ui/runs")
+        .header(header::COOKIE, cookie())
+        .header("sec-fetch-site", "cross-site");
+    linked = linked.header(header::HOST, "127.0.0.1:7420");
+    let page = send(&home, linked.body(Body::empty()).unwrap()).await;
+    assert_eq!(page.status, StatusCode::OK);
 }
 
 #[tokio::test]

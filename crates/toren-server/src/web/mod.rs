@@ -9,12 +9,15 @@
 //! it stays valid across server restarts for as long as the token does. Every
 //! state-changing request (`POST` to `/ui/api/…`, the sign-out form) must carry the CSRF
 //! token, derived from the session token (SHA-256 with a label), in `X-CSRF-Token` or the
-//! `csrf` form field. Without a valid cookie, a page redirects to the sign-in page and the
-//! API answers 401. Every response carries a Content-Security-Policy that allows only this
+//! `csrf` form field; and none of them, sign-in included, may come from another site's
+//! page (`origin.rs`: `Sec-Fetch-Site`, else `Origin` against `Host`). Without a valid
+//! cookie, a page redirects to the sign-in page and the API answers 401. Every response
+//! carries a Content-Security-Policy that allows only this
 //! origin's script and style (no inline script at all) and no framing; workspace files
 //! reached through `/ui/api` are additionally sandboxed.
 
 mod html;
+mod origin;
 mod pages;
 
 use axum::Router;
@@ -77,6 +80,7 @@ pub(crate) fn router(state: AppState, api: Router<AppState>) -> Router<AppState>
         .merge(pages)
         .layer(from_fn(page_headers))
         .merge(api)
+        .layer(from_fn(origin::refuse_cross_site))
 }
 
 /// The CSRF token of a session token.
