@@ -16,6 +16,7 @@ mod driver;
 mod error;
 mod heartbeat;
 mod hooks;
+mod redaction;
 mod step;
 mod unreplayable;
 

@@ -163,7 +163,12 @@ impl Worker {
         if policy.workspace.is_none() {
             policy.workspace = state.sandbox.as_ref().map(|s| s.workspace.clone());
         }
-        let opened = match backend.open(&state.run_id, &policy, env).await {
+        // The values of the secrets the run's egress proxy injects: to the proxy only.
+        let hooks = toren_sandbox::EgressHooks {
+            secrets: self.secret_values(&policy),
+            ..toren_sandbox::EgressHooks::default()
+        };
+        let opened = match backend.open_with(&state.run_id, &policy, env, hooks).await {
             Ok(opened) => opened,
             // The run's own workspace is gone: never carry on in another one, and do not
             // fail the run either; it goes on once the directory is back.
@@ -249,10 +254,13 @@ impl Worker {
             kinds.push(EventKind::SandboxProvisioned(provisioned));
         }
         // The file it handed to the person, if any, is journaled with its result.
+        // What the command printed, with granted and injected values replaced.
+        let output =
+            self.redact_output(state.policy.as_ref(), outcome.output, outcome.truncated);
         let result = toren_agent::Action::completed(
             &call.id,
             note,
-            outcome.output,
+            output,
             outcome.is_error,
             outcome.exit_code,
             outcome.truncated,

@@ -184,8 +184,12 @@ fn check_log(home: &Home, agent: &AgentSpec, run: &RunId, events: &[Event]) {
             assert_eq!(approvals, 0, "{run}");
         }
         "shell" => {
-            // Only its own grant reaches its sandbox.
-            assert_eq!(results["call_1"].output, "shell::beta:\n[exit code: 0]");
+            // Only its own grant reaches its sandbox (the file shows it), and what the
+            // command printed of it is journaled redacted.
+            assert_eq!(
+                results["call_1"].output,
+                "shell::[redacted:BETA]:\n[exit code: 0]"
+            );
             assert_eq!(file("out.txt"), "shell::beta:\n");
             assert_eq!(approvals, 0, "{run}");
         }
@@ -206,7 +210,10 @@ fn check_guarded(
     events: &[Event],
     results: &std::collections::BTreeMap<String, toren_protocol::ToolCompleted>,
 ) {
-    assert_eq!(results["call_1"].output, "guarded:::gamma\n[exit code: 0]");
+    assert_eq!(
+        results["call_1"].output,
+        "guarded:::[redacted:GAMMA]\n[exit code: 0]"
+    );
     assert!(results["call_2"].is_error);
     assert!(
         results["call_2"].output.starts_with(

@@ -217,6 +217,8 @@ pub(crate) fn suite(backend: &Backend) {
         bash("env"),
         bash("cat /proc/self/environ | tr '\\0' '\\n'"),
         bash("sleep 1.5; echo slept"),
+        // The value is there (its length shows it) though its output is redacted.
+        bash("echo length=${#MY_APP_DB_URL}"),
     ];
     harness::agent(
         &toren,
@@ -262,15 +264,19 @@ pub(crate) fn suite(backend: &Backend) {
         count += 1;
     }
 
-    // Granted, MY_APP_DB_URL and only it shows up.
+    // Granted, MY_APP_DB_URL and only it is in the sandbox, and what a command prints of
+    // its value is journaled redacted (issue 18, part 5).
     let granted = harness::run_watching(&toren, "granted", &mut sample);
     granted.assert_completed();
+    let length = granted.result(3).output.clone();
+    assert_eq!(length, format!("length={}\n", canaries.my_app.len()));
     for i in 0..2 {
         let output = &granted.result(i).output;
         assert!(
-            output.contains(&format!("MY_APP_DB_URL={}\n", canaries.my_app)),
+            output.contains("MY_APP_DB_URL=[redacted:MY_APP_DB_URL]\n"),
             "{output}"
         );
+        assert!(!output.contains(&canaries.my_app), "{output}");
         for value in canaries.never() {
             assert!(
                 !output.contains(value),
@@ -290,7 +296,7 @@ pub(crate) fn suite(backend: &Backend) {
     assert_eq!(argv_leaks, Vec::<String>::new(), "canaries in argv");
     count += 1;
 
-    // None in the event logs (the granted value only in the granted run's tool output).
+    // None in the event logs, the granted value neither (its output was redacted).
     for value in canaries.never() {
         assert!(!ran.log_text().contains(value), "event log holds {value}");
         assert!(
@@ -299,6 +305,7 @@ pub(crate) fn suite(backend: &Backend) {
         );
     }
     assert!(!ran.log_text().contains(&canaries.my_app));
+    assert!(!granted.log_text().contains(&canaries.my_app));
     count += 1;
 
     // None in the database files, write-ahead log included.
