@@ -25,3 +25,4 @@ pub use follow::{Follow, Followed, Moves, Notifier};
 pub use policy::{PolicySettings, resolve_policy};
 pub use service::{Actor, Created, RunService, RunView, ServiceSettings};
 pub use sessions::{Sent, SessionView};
+pub use workers::PassedOverBy;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use toren_protocol::RunId;
+use toren_store::backend::rows::{passed_over_json, passed_over_of};
 use toren_store::{Error, Result, WorkerBeat, WorkerInfo, WorkerRegistry};
 
 use crate::rows::nanos;
@@ -18,10 +19,11 @@ impl WorkerRegistry for PostgresStore {
             let runs: Vec<String> = beat.runs.iter().map(|r| r.as_str().to_owned()).collect();
             sqlx::query(
                 "INSERT INTO workers (id, instance, host, volume, concurrency, started_at,
-                                      heartbeat_at, runs)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                                      heartbeat_at, runs, passed_over)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (id) DO UPDATE SET instance = $2, host = $3, volume = $4,
-                     concurrency = $5, started_at = $6, heartbeat_at = $7, runs = $8",
+                     concurrency = $5, started_at = $6, heartbeat_at = $7, runs = $8,
+                     passed_over = $9",
             )
             .bind(&beat.id)
             .bind(&beat.instance)
@@ -31,6 +33,7 @@ impl WorkerRegistry for PostgresStore {
             .bind(nanos(beat.started_at))
             .bind(nanos(now))
             .bind(&runs)
+            .bind(passed_over_json(&beat.passed_over))
             .execute(&self.pool)
             .await?;
             Ok(WorkerInfo {
@@ -66,9 +69,11 @@ impl WorkerRegistry for PostgresStore {
                 i64,
                 i64,
                 Vec<String>,
+                String,
             );
             let rows: Vec<Row> = sqlx::query_as(
-                "SELECT id, instance, host, volume, concurrency, started_at, heartbeat_at, runs
+                "SELECT id, instance, host, volume, concurrency, started_at, heartbeat_at, runs,
+                        passed_over
                  FROM workers WHERE heartbeat_at > $1 ORDER BY id",
             )
             .bind(since)
@@ -76,7 +81,17 @@ impl WorkerRegistry for PostgresStore {
             .await?;
             rows.into_iter()
                 .map(
-                    |(id, instance, host, volume, concurrency, started_at, heartbeat_at, runs)| {
+                    |(
+                        id,
+                        instance,
+                        host,
+                        volume,
+                        concurrency,
+                        started_at,
+                        heartbeat_at,
+                        runs,
+                        passed_over,
+                    )| {
                         let corrupt = |reason: String| Error::CorruptWorker {
                             id: id.clone(),
                             reason,
@@ -100,6 +115,7 @@ impl WorkerRegistry for PostgresStore {
                                 host,
                                 volume,
                                 runs,
+                                passed_over: passed_over_of(&id, &passed_over)?,
                             },
                         })
                     },

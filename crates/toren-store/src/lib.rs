@@ -35,4 +35,4 @@ pub use log::{EventLog, RunCounts, RunSummary};
 pub use query::{ClaimLeases, ClaimQuery, ClaimRequest, RunCursor, RunPage, RunQuery};
 pub use sessions::{Session, SessionStore, SessionTurnRow};
 pub use sqlite::{SqliteStore, WriteStats};
-pub use workers::{WorkerBeat, WorkerInfo, WorkerRegistry};
+pub use workers::{PassedOver, WorkerBeat, WorkerInfo, WorkerRegistry};

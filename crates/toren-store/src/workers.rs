@@ -1,5 +1,5 @@
 //! The worker registry: which worker processes are alive, what volume they serve and
-//! which runs they drive. [`WorkerRegistry`] is the contract (its conformance checks are in
+//! which runs they drive (and which they passed over, with why). [`WorkerRegistry`] is the contract (its conformance checks are in
 //! `conformance/workers.rs`); a worker registers with its first heartbeat, heartbeats while
 //! it runs and deregisters when it stops. Liveness is only a heartbeat younger than a ttl:
 //! it informs people (`toren workers list`, `toren runs show` saying a run waits for a
@@ -29,6 +29,16 @@ pub struct WorkerBeat {
     pub started_at: Timestamp,
     /// The runs it drives now.
     pub runs: Vec<RunId>,
+    /// The runs it claimed and could not drive, so it leaves them alone from then on, each
+    /// with why (what `toren runs show` and `toren workers list` tell people).
+    pub passed_over: Vec<PassedOver>,
+}
+
+/// A run a worker could not drive, and why.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PassedOver {
+    pub run: RunId,
+    pub reason: String,
 }
 
 /// A registered worker as others see it.

@@ -6,7 +6,7 @@
 use jiff::Timestamp;
 use toren_protocol::{Event, RunId, RunStatus};
 
-use crate::{Error, LeaseInfo, Result, RunCounts, RunSummary};
+use crate::{Error, LeaseInfo, PassedOver, Result, RunCounts, RunSummary};
 
 /// A time as a backend stores it.
 pub trait StoredTime {
@@ -151,4 +151,17 @@ pub fn run_counts(rows: impl IntoIterator<Item = (String, i64, i64)>) -> Result<
         counts.claimable += u64::try_from(claimable).unwrap_or(0);
     }
     Ok(counts)
+}
+
+/// A worker's passed-over runs as stored: a JSON array of `{"run", "reason"}`.
+pub fn passed_over_json(passed_over: &[PassedOver]) -> String {
+    serde_json::to_string(passed_over).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// Worker `id`'s passed-over runs from their stored JSON.
+pub fn passed_over_of(id: &str, text: &str) -> Result<Vec<PassedOver>> {
+    serde_json::from_str(text).map_err(|e| Error::CorruptWorker {
+        id: id.to_owned(),
+        reason: format!("passed_over is not a list of runs and reasons: {e}"),
+    })
 }

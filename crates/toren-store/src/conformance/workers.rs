@@ -1,6 +1,7 @@
 //! Conformance checks for [`WorkerRegistry`]: a heartbeat registers and renews, liveness
 //! is a heartbeat younger than the asked ttl, a restarted worker's beat replaces the old
-//! process's, and only the registered instance deregisters. Each check uses worker ids of
+//! process's (the runs it drives and passed over with it), and only the registered instance
+//! deregisters. Each check uses worker ids of
 //! its own, so checks can share a store.
 
 use std::time::Duration;
@@ -8,7 +9,7 @@ use std::time::Duration;
 use toren_protocol::RunId;
 
 use super::fixtures::ok;
-use crate::{Clock, TestClock, WorkerBeat, WorkerInfo, WorkerRegistry};
+use crate::{Clock, PassedOver, TestClock, WorkerBeat, WorkerInfo, WorkerRegistry};
 
 /// The liveness ttl of the checks.
 const LIVE: Duration = Duration::from_secs(15);
@@ -22,6 +23,7 @@ fn beat(id: &str, instance: &str, clock: &TestClock) -> WorkerBeat {
         concurrency: 4,
         started_at: clock.now(),
         runs: Vec::new(),
+        passed_over: Vec::new(),
     }
 }
 
@@ -74,6 +76,10 @@ pub async fn workers_register_heartbeat_and_expire(
     clock.advance(LIVE / 2);
     let busy = WorkerBeat {
         runs: vec![RunId::new(), RunId::new()],
+        passed_over: vec![PassedOver {
+            run: RunId::new(),
+            reason: "run x cannot be driven here: ANTHROPIC_API_KEY is not set".to_owned(),
+        }],
         ..first.clone()
     };
     let renewed = stamped(registry, &busy, clock).await;
@@ -82,7 +88,7 @@ pub async fn workers_register_heartbeat_and_expire(
         live(registry, &ids).await,
         vec![renewed.clone()],
         "a worker whose last heartbeat is older than the ttl is not live; the runs it \
-         drives are as its last heartbeat said"
+         drives and passed over are as its last heartbeat said"
     );
 
     let restarted = beat(&one, "proc-c", clock);

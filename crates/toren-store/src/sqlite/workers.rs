@@ -1,4 +1,4 @@
-//! [`WorkerRegistry`] on SQLite: the `workers` table (migration 0005), written through the
+//! [`WorkerRegistry`] on SQLite: the `workers` table (migration 0005; `passed_over`, 0008), written through the
 //! store's one writer, read from its pool.
 
 use std::time::Duration;
@@ -8,6 +8,7 @@ use toren_protocol::RunId;
 
 use super::SqliteStore;
 use super::rows::stamp;
+use crate::backend::rows::{passed_over_json, passed_over_of};
 use crate::{Error, Result, WorkerBeat, WorkerInfo, WorkerRegistry};
 
 #[async_trait]
@@ -20,10 +21,11 @@ impl WorkerRegistry for SqliteStore {
                 let runs = runs_json(&beat.runs);
                 sqlx::query(
                     "INSERT INTO workers (id, instance, host, volume, concurrency, started_at,
-                                          heartbeat_at, runs)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                                          heartbeat_at, runs, passed_over)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                      ON CONFLICT (id) DO UPDATE SET instance = ?2, host = ?3, volume = ?4,
-                         concurrency = ?5, started_at = ?6, heartbeat_at = ?7, runs = ?8",
+                         concurrency = ?5, started_at = ?6, heartbeat_at = ?7, runs = ?8,
+                         passed_over = ?9",
                 )
                 .bind(&beat.id)
                 .bind(&beat.instance)
@@ -33,6 +35,7 @@ impl WorkerRegistry for SqliteStore {
                 .bind(stamp(beat.started_at))
                 .bind(stamp(now))
                 .bind(runs)
+                .bind(passed_over_json(&beat.passed_over))
                 .execute(&mut *tx)
                 .await?;
                 Ok(WorkerInfo {
@@ -75,9 +78,11 @@ impl WorkerRegistry for SqliteStore {
             String,
             String,
             String,
+            String,
         );
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, instance, host, volume, concurrency, started_at, heartbeat_at, runs
+            "SELECT id, instance, host, volume, concurrency, started_at, heartbeat_at, runs,
+                    passed_over
              FROM workers WHERE heartbeat_at > ? ORDER BY id",
         )
         .bind(stamp(since))
@@ -85,7 +90,17 @@ impl WorkerRegistry for SqliteStore {
         .await?;
         rows.into_iter()
             .map(
-                |(id, instance, host, volume, concurrency, started_at, heartbeat_at, runs)| {
+                |(
+                    id,
+                    instance,
+                    host,
+                    volume,
+                    concurrency,
+                    started_at,
+                    heartbeat_at,
+                    runs,
+                    passed_over,
+                )| {
                     let corrupt = |reason: String| Error::CorruptWorker {
                         id: id.clone(),
                         reason,
@@ -112,6 +127,7 @@ impl WorkerRegistry for SqliteStore {
                             volume,
                             started_at,
                             runs,
+                            passed_over: passed_over_of(&id, &passed_over)?,
                         },
                         heartbeat_at,
                     })

@@ -12,7 +12,11 @@
 //! "lease lost", frees the slot, and may claim the run again later. Claims that fail (the
 //! database is unreachable) back off exponentially up to a cap (`pool/backoff.rs`), with a
 //! log line when claiming stops working and one when it works again. A run that cannot be
-//! driven here for another reason is passed over from then on (`skip`). When a session's
+//! driven here for another reason is passed over from then on (`skip`), and the heartbeat
+//! says which and why, so `toren runs show` and `toren workers list` tell people instead
+//! of the run being claimed again and again; a run being driven is never claimed again
+//! either, even in the moment between its driver letting go and recording why. When a
+//! session's
 //! turn ends, the message that waited behind it becomes the next turn.
 //!
 //! Stopping: `drain` stops claiming and lets each run finish the step under way (its tool
@@ -22,7 +26,7 @@
 mod backoff;
 mod registry;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -59,11 +63,26 @@ pub(crate) struct Pool {
     pub(crate) metrics: toren_server::Metrics,
 }
 
-/// The runs being driven and those passed over, shared with the drive tasks.
+/// The runs being driven and those passed over (with why), shared with the drive tasks.
 #[derive(Default)]
 pub(crate) struct Book {
     pub(crate) driving: HashSet<RunId>,
-    skip: HashSet<RunId>,
+    pub(crate) skip: HashMap<RunId, String>,
+}
+
+impl Book {
+    /// What a claim must leave alone: the runs passed over, and the runs being driven — a
+    /// driver that cannot drive its run releases the lease before it is told and records
+    /// why, and the run must not be claimed again in between.
+    fn claim_skip(&self) -> Vec<RunId> {
+        self.skip
+            .keys()
+            .chain(&self.driving)
+            .cloned()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect()
+    }
 }
 
 impl Pool {
@@ -137,7 +156,7 @@ impl Pool {
     ) {
         for _ in 0..free {
             let request = ClaimRequest {
-                skip: lock(book).skip.iter().cloned().collect(),
+                skip: lock(book).claim_skip(),
                 ..self.claim.clone()
             };
             let (run, lease) = match self.service.claim(&request).await {
@@ -232,8 +251,11 @@ impl Pool {
                 false
             }
             Err(e) => {
-                tracing::warn!("cannot drive the run: {e}");
-                lock(book).skip.insert(run.clone());
+                tracing::warn!(
+                    "cannot drive the run: {e}; this worker leaves it alone from now on \
+                     (`toren runs show` says why)"
+                );
+                lock(book).skip.insert(run.clone(), e.to_string());
                 false
             }
         }
@@ -272,7 +294,7 @@ impl Pool {
     /// them (e.g. before a restart). Only sessions whose last turn this process would
     /// drive: a chat's queue is its own. Also forgets passed-over runs that have ended.
     async fn sweep_sessions(&self, book: &Mutex<Book>) {
-        let skipped: Vec<RunId> = lock(book).skip.iter().cloned().collect();
+        let skipped: Vec<RunId> = lock(book).skip.keys().cloned().collect();
         for run in skipped {
             if let Ok(summary) = self.service.summary(&run).await
                 && summary.status.is_terminal()

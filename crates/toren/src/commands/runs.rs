@@ -80,6 +80,10 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         .unserved_volume(&view)
         .await
         .map_err(Failure::failed)?;
+    let passed_over = service
+        .passed_over(&view)
+        .await
+        .map_err(Failure::failed)?;
     let summary = view.summary;
     let Some(state) = view.state else {
         // Recorded as failed by the service; the summary and the reason are all there is.
@@ -103,6 +107,12 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     object["pending_approval"] = json!(pending);
     object["volume"] = json!(state.policy.as_ref().and_then(|p| p.volume.clone()));
     object["waiting_for_volume"] = json!(unserved);
+    object["passed_over"] = json!(
+        passed_over
+            .iter()
+            .map(|p| json!({"worker": p.worker, "reason": p.reason}))
+            .collect::<Vec<_>>()
+    );
     object["output"] = json!(state.output);
     object["error"] = json!(state.error);
     object["usage"] = usage_json(state.usage());
@@ -166,6 +176,13 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
             "waiting    for a worker of volume {}: no live worker serves it (see `toren \
              workers list`; a worker serves the volume TOREN_WORKSPACE_VOLUME names)",
             visible(volume)
+        );
+    }
+    for p in &passed_over {
+        println!(
+            "waiting    passed over by worker {}, which cannot drive it: {}",
+            visible(&p.worker),
+            visible_lines(&p.reason)
         );
     }
     if let Some(p) = &pending {

@@ -106,7 +106,8 @@ fn refuse_docker_in_container(settings: &Settings) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `toren workers list`: the live workers, their runs and last heartbeat.
+/// `toren workers list`: the live workers, their runs and last heartbeat, and under each
+/// the runs it passed over (it cannot drive them) with why.
 pub(crate) async fn list(json: bool) -> Result<u8, Failure> {
     let service = wiring::service().await?;
     let workers = service.live_workers().await.map_err(Failure::failed)?;
@@ -154,6 +155,14 @@ pub(crate) async fn list(json: bool) -> Result<u8, Failure> {
                 runs.join(",")
             }
         );
+        for passed in &beat.passed_over {
+            println!(
+                "{:<28}  passed over {}: {}",
+                "",
+                passed.run,
+                visible(&passed.reason)
+            );
+        }
     }
     Ok(0)
 }
@@ -169,5 +178,6 @@ fn worker_json(worker: &toren_store::WorkerInfo) -> serde_json::Value {
         "started_at": beat.started_at.to_string(),
         "last_heartbeat": worker.heartbeat_at.to_string(),
         "runs": beat.runs,
+        "passed_over": beat.passed_over,
     })
 }

@@ -6,7 +6,9 @@
 //! (another process holding SQLite's write lock for longer than the lease) loses the
 //! lease, stops the command, backs off, and finishes the run once the database is back,
 //! the interrupted call run exactly once more; the per-agent limit holds an agent's runs
-//! back while other agents' go; three workers on a throwaway Postgres drive each run once.
+//! back while other agents' go; three workers on a throwaway Postgres drive each run once;
+//! a run no worker can drive (no provider key) is claimed once by each worker, never
+//! again, and `toren runs show` and `toren workers list` say who passed it over and why.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command};
@@ -324,6 +326,80 @@ async fn a_worker_of_another_volume_leaves_the_run_alone_and_runs_show_says_why(
         "the other volume's worker never claimed it: {}",
         other.log()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_no_worker_can_drive_is_claimed_once_by_each_and_runs_show_says_why() {
+    let toren = home();
+    // No provider key in any worker's environment: nobody can drive it.
+    toren.agent(
+        "keyless",
+        "name: keyless\nmodel: anthropic/claude-sonnet-4-5\n",
+    );
+    toren.file("q.yaml", "turns:\n  - text: \"done\"\n");
+    toren.agent("quick", "name: quick\nmodel: scripted/q.yaml\n");
+    let front = Front::start(&toren);
+    let run = front.create("keyless").await;
+    let mut spawned: Vec<Process> = ["worker-a", "worker-b"]
+        .iter()
+        .map(|id| Process::spawn(&same_home(&toren, &[("TOREN_WORKER_ID", id)]), &["worker"]))
+        .collect();
+    let deadline = Instant::now() + WAIT;
+    let shown = loop {
+        let shown = toren.show(&run);
+        if shown["passed_over"]
+            .as_array()
+            .is_some_and(|p| p.len() == 2)
+        {
+            break shown;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never passed over by both: {shown}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(shown["status"], "queued");
+    let passed = shown["passed_over"].as_array().unwrap();
+    for (entry, worker) in passed.iter().zip(["worker-a", "worker-b"]) {
+        assert_eq!(entry["worker"], worker, "{shown}");
+        let reason = entry["reason"].as_str().unwrap();
+        assert!(reason.contains("ANTHROPIC_API_KEY"), "{reason}");
+    }
+    let human = text(&toren.run(&["runs", "show", &run]).stdout);
+    assert!(
+        human.contains("waiting    passed over by worker worker-a, which cannot drive it: ")
+            && human.contains("passed over by worker worker-b"),
+        "{human}"
+    );
+    let listed = workers(&toren);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    for worker in &listed {
+        assert_eq!(worker["passed_over"][0]["run"], run.as_str(), "{worker}");
+    }
+    let human = text(&toren.run(&["workers", "list"]).stdout);
+    assert!(human.contains(&format!("passed over {run}: ")), "{human}");
+
+    // Both keep claiming other runs, and leave this one alone: one claim each, ever.
+    for _ in 0..3 {
+        let quick = front.create("quick").await;
+        wait_status(&toren, &quick, "completed");
+    }
+    for process in &mut spawned {
+        let claims = process
+            .log()
+            .lines()
+            .filter(|line| line.contains("claimed") && line.contains(&run))
+            .count();
+        assert_eq!(claims, 1, "{}", process.log());
+    }
+    assert_eq!(toren.show(&run)["status"], "queued");
+    for process in &mut spawned {
+        process.signal("-TERM");
+        assert_eq!(process.wait_exit(), Some(0));
+    }
+    // No live worker: nobody is said to pass it over any more.
+    assert_eq!(toren.show(&run)["passed_over"], json!([]));
 }
 
 /// Another environment on `toren`'s home, agents and database, with `vars` set too.

@@ -1,5 +1,6 @@
 //! The pool in the worker registry: it registers with its first heartbeat, heartbeats on
-//! its own task every third of the lease ttl with the runs it drives, and deregisters when
+//! its own task every third of the lease ttl with the runs it drives and those it passed
+//! over (with why), and deregisters when
 //! it stops. A heartbeat that fails is logged once (and once more when one succeeds
 //! again); the pool goes on driving either way — the registry informs people, leases
 //! decide who drives a run.
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
-use toren_store::{WorkerBeat, WorkerRegistry};
+use toren_store::{PassedOver, WorkerBeat, WorkerRegistry};
 
 use super::{Book, lock};
 
@@ -97,8 +98,16 @@ async fn beat(
             () = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        let mut runs: Vec<_> = lock(&book).driving.iter().cloned().collect();
+        let (mut runs, mut passed_over): (Vec<_>, Vec<_>) = {
+            let book = lock(&book);
+            let passed_over = book.skip.iter().map(|(run, reason)| PassedOver {
+                run: run.clone(),
+                reason: reason.clone(),
+            });
+            (book.driving.iter().cloned().collect(), passed_over.collect())
+        };
         runs.sort();
+        passed_over.sort_by(|a, b| a.run.cmp(&b.run));
         let beat = WorkerBeat {
             id: identity.id.clone(),
             instance: identity.instance.clone(),
@@ -107,6 +116,7 @@ async fn beat(
             concurrency: identity.concurrency,
             started_at: identity.started_at,
             runs,
+            passed_over,
         };
         match registry.heartbeat_worker(&beat).await {
             Ok(_) if failing => {
