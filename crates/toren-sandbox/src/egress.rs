@@ -27,9 +27,12 @@ use std::sync::Arc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use toren_egress::{
     Approver, Decision, DenyAll, Interception, Outcome, Proxy, ProxyConfig, Recorder, Resolver,
-    SystemResolver, UpstreamTrust,
+    SystemResolver,
 };
 use toren_protocol::{EgressPolicy, ResolvedPolicy};
+
+/// What the proxies verify the hosts that get secrets against (re-exported for the binary).
+pub use toren_egress::UpstreamTrust;
 
 use crate::error::{Error, Result};
 
