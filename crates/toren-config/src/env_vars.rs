@@ -263,6 +263,16 @@ pub const TOREN_AGENT_CONCURRENCY: EnvVar = EnvVar {
     secret: false,
 };
 
+pub const TOREN_TEST_EGRESS_HOSTS: EnvVar = EnvVar {
+    name: "TOREN_TEST_EGRESS_HOSTS",
+    default: None,
+    description: "TESTS ONLY: `name=ip,…` pairs the egress proxy resolves to those addresses \
+                  instead of asking the system's resolver (how the trust suite reaches its \
+                  test servers by name). It changes only name resolution: loopback, private \
+                  and metadata addresses stay refused. Leave it unset in production.",
+    secret: false,
+};
+
 pub const AWS_ENDPOINT_URL: EnvVar = EnvVar {
     name: "AWS_ENDPOINT_URL",
     default: None,
@@ -324,6 +334,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_WORKER_ID,
     TOREN_WORKSPACE_VOLUME,
     TOREN_AGENT_CONCURRENCY,
+    TOREN_TEST_EGRESS_HOSTS,
     DOCKER_HOST,
     E2B_API_KEY,
     E2B_DOMAIN,

@@ -176,6 +176,10 @@ async fn backend_named(name: &str, settings: &Settings) -> Result<Backend, Failu
                 bwrap: None,
             })
             .with_exec_helper(exec_helper(settings));
+            let backend = match egress_resolver(settings)? {
+                Some(resolver) => backend.with_egress_resolver(resolver),
+                None => backend,
+            };
             backend.check().map_err(Failure::usage)?;
             Ok(Backend {
                 seam: Arc::new(backend),
@@ -241,6 +245,10 @@ pub(crate) async fn docker(settings: &Settings) -> Result<DockerBackend, Failure
     })
     .await
     .map_err(Failure::usage)?;
+    let backend = match egress_resolver(settings)? {
+        Some(resolver) => backend.with_egress_resolver(resolver),
+        None => backend,
+    };
     let status = backend.check().await.map_err(Failure::usage)?;
     tracing::info!(
         server = %status.server_version,
@@ -253,6 +261,22 @@ pub(crate) async fn docker(settings: &Settings) -> Result<DockerBackend, Failure
         );
     }
     Ok(backend)
+}
+
+/// How the egress proxies (runs with `network: [hosts…]`) resolve names: the system's
+/// resolver (`None`), unless the test-only `TOREN_TEST_EGRESS_HOSTS` maps names to fixed
+/// addresses (the trust suite's test servers). The mapping changes nothing else: the
+/// proxy's refusal of loopback, private and metadata addresses applies to what it gives.
+fn egress_resolver(
+    settings: &Settings,
+) -> Result<Option<Arc<toren_sandbox::egress::MappedResolver>>, Failure> {
+    let Some(text) = &settings.test_egress_hosts else {
+        return Ok(None);
+    };
+    let resolver = toren_sandbox::egress::MappedResolver::parse(text)
+        .map_err(|why| Failure::usage(anyhow!("TOREN_TEST_EGRESS_HOSTS is not valid: {why}")))?;
+    tracing::warn!("TOREN_TEST_EGRESS_HOSTS is set: egress names resolve from it (tests only)");
+    Ok(Some(Arc::new(resolver)))
 }
 
 /// The `toren-exec` helper: `TOREN_EXEC_HELPER`, else where `scripts/build-exec-helper`

@@ -25,7 +25,7 @@ both_modes!(
     the_kernel_keyrings_are_out_of_reach,
     network_is_unshared_by_default,
     network_is_shared_when_granted,
-    a_host_list_keeps_the_sandbox_offline_until_the_proxy_is_bound_in,
+    a_host_list_goes_out_only_through_the_egress_proxy,
     timeout_kills_the_command_and_its_children,
     nothing_the_command_started_outlives_the_call,
     huge_output_is_capped_to_head_and_tail,
@@ -303,10 +303,12 @@ async fn network_is_unshared_by_default(mode: Mode) {
     assert!(!accepted);
 }
 
-/// `network: [hosts…]` pins an egress policy with `network: false`; until the egress proxy
-/// is bound into the sandbox (issue 18), the sandbox must stay offline even to a listed
-/// name, not fall open.
-async fn a_host_list_keeps_the_sandbox_offline_until_the_proxy_is_bound_in(mode: Mode) {
+/// `network: [hosts…]` pins an egress policy with `network: false` (issue 18): the sandbox
+/// keeps only loopback, a direct connection to the host's listener fails, and the one way
+/// out is the run's egress proxy, which refuses even a listed name whose address is
+/// loopback. Without the helper (which relays to the proxy) such a sandbox is not opened
+/// at all rather than fall open.
+async fn a_host_list_goes_out_only_through_the_egress_proxy(mode: Mode) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let root = tempfile::tempdir().unwrap();
@@ -327,10 +329,20 @@ async fn a_host_list_keeps_the_sandbox_offline_until_the_proxy_is_bound_in(mode:
         sandbox_key: None,
         volume: None,
     };
-    let sandbox = backend(&root.path().join("sandboxes"), mode)
+    let opened = backend(&root.path().join("sandboxes"), mode)
         .open(&RunId::new(), &policy, Vec::new())
-        .await
-        .unwrap();
+        .await;
+    if mode == Mode::PerCall {
+        let Err(error) = opened else {
+            panic!("a host list without the helper was opened");
+        };
+        assert!(
+            matches!(error, toren_sandbox::Error::EgressNeedsHelper),
+            "{error}"
+        );
+        return;
+    }
+    let sandbox = opened.unwrap();
     let f = Fixture { root, sandbox };
     let devices = f
         .run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
@@ -340,6 +352,18 @@ async fn a_host_list_keeps_the_sandbox_offline_until_the_proxy_is_bound_in(mode:
     let out = f.run(&command).await;
     assert_eq!(out.exit_code, Some(1), "{}", out.output);
     assert!(!out.output.contains("connected"), "{}", out.output);
+    // Through the proxy (HTTP_PROXY is set), the listed name is refused for its address.
+    let out = f
+        .run(&format!(
+            "curl -sS -w ' status=%{{http_code}}' http://localhost:{port}/ 2>&1"
+        ))
+        .await;
+    assert!(
+        out.output
+            .contains("is a loopback address; the proxy never connects there\n status=403"),
+        "{}",
+        out.output
+    );
     // The command has ended: a connection it made would already wait in the backlog, and
     // a zero timeout still polls `accept` once.
     let accepted = tokio::time::timeout(Duration::ZERO, listener.accept()).await;

@@ -11,6 +11,7 @@
 
 mod approval;
 mod bad_input;
+mod egress;
 mod hardening;
 pub(crate) mod harness;
 mod network;
@@ -95,6 +96,11 @@ fn local_network() {
 }
 
 #[test]
+fn local_network_policy() {
+    egress::suite(&LOCAL);
+}
+
+#[test]
 fn local_paths() {
     paths::suite(&LOCAL);
 }
@@ -147,6 +153,11 @@ fn docker_secrets() {
 #[test]
 fn docker_network() {
     network::suite(&DOCKER);
+}
+
+#[test]
+fn docker_network_policy() {
+    egress::suite(&DOCKER);
 }
 
 #[test]
