@@ -168,6 +168,45 @@ async fn another_sites_page_cannot_sign_in_nor_post_with_the_cookie() {
 }
 
 #[tokio::test]
+async fn the_live_runs_stream_lists_a_run_created_after_it_opened() {
+    let home = Home::new().await;
+    home.agent("quick", "turns:\n  - text: \"done\"\n", false);
+    let request = Request::get("/ui/live/runs")
+        .header(header::COOKIE, cookie())
+        .body(Body::empty())
+        .unwrap();
+    let response = toren_server::app(home.state.clone())
+        .oneshot(request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body().into_data_stream();
+    // Reads the stream until the next `runs` event; its data.
+    async fn next_runs(
+        body: &mut (impl futures::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+    ) -> String {
+        use futures::StreamExt as _;
+        let mut text = String::new();
+        loop {
+            let chunk = body.next().await.unwrap().unwrap();
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(at) = text.find("event: runs\ndata: ") {
+                let data = &text[at + "event: runs\ndata: ".len()..];
+                if let Some(end) = data.find('\n') {
+                    return data[..end].to_owned();
+                }
+            }
+        }
+    }
+    let first = next_runs(&mut body).await;
+    assert_eq!(first, r#"{"pending":0,"runs":[]}"#);
+    let created = home.create("quick", "hi").await.json();
+    let id = created["id"].as_str().unwrap();
+    let next = next_runs(&mut body).await;
+    assert!(next.contains(id), "{next}");
+}
+
+#[tokio::test]
 async fn without_the_cookie_only_the_sign_in_page_is_shown() {
     let home = Home::new().await;
     for path in [

@@ -17,6 +17,7 @@
 //! reached through `/ui/api` are additionally sandboxed.
 
 mod html;
+mod live;
 mod origin;
 mod pages;
 

@@ -21,9 +21,6 @@ use super::html::{esc, url, url_path};
 use crate::AppState;
 use crate::error::Problem;
 
-/// How often the runs list's live stream looks at the store.
-const LIVE_EVERY: Duration = Duration::from_secs(1);
-
 /// The largest text file shown inline (bigger ones are offered for download).
 const VIEW_LIMIT: usize = 1024 * 1024;
 
@@ -650,7 +647,8 @@ async fn files(
 /// "pending": n}`).
 pub(crate) async fn live_runs(State(state): State<AppState>) -> Response {
     let shutdown = state.shutdown.clone();
-    let stream = futures::stream::unfold((state, String::new()), |(state, last)| async move {
+    let wake = super::live::Wake::new(&state);
+    let stream = futures::stream::unfold((state, String::new(), wake), |(state, last, mut wake)| async move {
         loop {
             let query = RunQuery { statuses: vec![], agent: None, limit: 200, after: None };
             let runs = state.service.list_page(&query).await.ok()?.runs;
@@ -663,9 +661,9 @@ pub(crate) async fn live_runs(State(state): State<AppState>) -> Response {
             let data = serde_json::json!({"runs": listed, "pending": pending}).to_string();
             if data != last {
                 let event: Result<SseEvent, Infallible> = Ok(SseEvent::default().event("runs").data(data.clone()));
-                return Some((event, (state, data)));
+                return Some((event, (state, data, wake)));
             }
-            tokio::time::sleep(LIVE_EVERY).await;
+            wake.next().await;
         }
     })
     .take_until(shutdown.cancelled_owned());
