@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use toren_protocol::RunId;
-use toren_store::backend::rows::{passed_over_json, passed_over_of};
-use toren_store::{Error, Result, WorkerBeat, WorkerInfo, WorkerRegistry};
+use toren_store::backend::rows::{WorkerRow, passed_over_json};
+use toren_store::{Result, WorkerBeat, WorkerInfo, WorkerRegistry};
 
 use crate::rows::nanos;
 use crate::store::PostgresStore;
@@ -92,32 +91,18 @@ impl WorkerRegistry for PostgresStore {
                         runs,
                         passed_over,
                     )| {
-                        let corrupt = |reason: String| Error::CorruptWorker {
-                            id: id.clone(),
-                            reason,
-                        };
-                        let time = |column: &str, ns: i64| {
-                            jiff::Timestamp::from_nanosecond(i128::from(ns))
-                                .map_err(|e| corrupt(format!("{column} {ns} is not a time: {e}")))
-                        };
-                        let runs = runs
-                            .iter()
-                            .map(|run| run.parse::<RunId>().map_err(|e| corrupt(format!("{e}"))))
-                            .collect::<Result<Vec<_>>>()?;
-                        Ok(WorkerInfo {
-                            heartbeat_at: time("heartbeat_at", heartbeat_at)?,
-                            beat: WorkerBeat {
-                                concurrency: u32::try_from(concurrency)
-                                    .map_err(|_| corrupt(format!("concurrency {concurrency}")))?,
-                                started_at: time("started_at", started_at)?,
-                                id: id.clone(),
-                                instance,
-                                host,
-                                volume,
-                                runs,
-                                passed_over: passed_over_of(&id, &passed_over)?,
-                            },
-                        })
+                        WorkerRow {
+                            id,
+                            instance,
+                            host,
+                            volume,
+                            concurrency,
+                            started_at,
+                            heartbeat_at,
+                            runs,
+                            passed_over,
+                        }
+                        .decode()
                     },
                 )
                 .collect()

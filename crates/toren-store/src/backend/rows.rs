@@ -6,7 +6,7 @@
 use jiff::Timestamp;
 use toren_protocol::{Event, RunId, RunStatus};
 
-use crate::{Error, LeaseInfo, PassedOver, Result, RunCounts, RunSummary};
+use crate::{Error, LeaseInfo, PassedOver, Result, RunCounts, RunSummary, WorkerBeat, WorkerInfo};
 
 /// A time as a backend stores it.
 pub trait StoredTime {
@@ -164,4 +164,53 @@ pub fn passed_over_of(id: &str, text: &str) -> Result<Vec<PassedOver>> {
         id: id.to_owned(),
         reason: format!("passed_over is not a list of runs and reasons: {e}"),
     })
+}
+
+/// A worker's row, `SELECT id, instance, host, volume, concurrency, started_at,
+/// heartbeat_at, runs, passed_over FROM workers`, its `runs` already a list of strings.
+pub struct WorkerRow<T> {
+    pub id: String,
+    pub instance: String,
+    pub host: String,
+    pub volume: Option<String>,
+    pub concurrency: i64,
+    pub started_at: T,
+    pub heartbeat_at: T,
+    pub runs: Vec<String>,
+    /// As [`passed_over_json`] wrote it.
+    pub passed_over: String,
+}
+
+impl<T: StoredTime> WorkerRow<T> {
+    pub fn decode(self) -> Result<WorkerInfo> {
+        let id = self.id;
+        let corrupt = |reason: String| Error::CorruptWorker {
+            id: id.clone(),
+            reason,
+        };
+        let time = |column: &str, value: &T| {
+            value
+                .to_timestamp()
+                .map_err(|reason| corrupt(format!("{column} {reason}")))
+        };
+        let runs = self
+            .runs
+            .iter()
+            .map(|run| run.parse::<RunId>().map_err(|e| corrupt(format!("{e}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(WorkerInfo {
+            heartbeat_at: time("heartbeat_at", &self.heartbeat_at)?,
+            beat: WorkerBeat {
+                concurrency: u32::try_from(self.concurrency)
+                    .map_err(|_| corrupt(format!("concurrency {}", self.concurrency)))?,
+                started_at: time("started_at", &self.started_at)?,
+                passed_over: passed_over_of(&id, &self.passed_over)?,
+                id,
+                instance: self.instance,
+                host: self.host,
+                volume: self.volume,
+                runs,
+            },
+        })
+    }
 }

@@ -8,7 +8,7 @@ use toren_protocol::RunId;
 
 use super::SqliteStore;
 use super::rows::stamp;
-use crate::backend::rows::{passed_over_json, passed_over_of};
+use crate::backend::rows::{WorkerRow, passed_over_json};
 use crate::{Error, Result, WorkerBeat, WorkerInfo, WorkerRegistry};
 
 #[async_trait]
@@ -101,36 +101,24 @@ impl WorkerRegistry for SqliteStore {
                     runs,
                     passed_over,
                 )| {
-                    let corrupt = |reason: String| Error::CorruptWorker {
-                        id: id.clone(),
-                        reason,
-                    };
-                    let time = |column: &str, text: &str| {
-                        text.parse::<jiff::Timestamp>().map_err(|e| {
-                            corrupt(format!("{column} `{text}` is not a timestamp: {e}"))
-                        })
-                    };
-                    let started_at = time("started_at", &started_at)?;
-                    let heartbeat_at = time("heartbeat_at", &heartbeat_at)?;
-                    let runs = serde_json::from_str::<Vec<String>>(&runs)
-                        .map_err(|e| corrupt(format!("runs is not a list of run ids: {e}")))?
-                        .into_iter()
-                        .map(|run| run.parse::<RunId>().map_err(|e| corrupt(format!("{e}"))))
-                        .collect::<Result<Vec<_>>>()?;
-                    Ok(WorkerInfo {
-                        beat: WorkerBeat {
-                            concurrency: u32::try_from(concurrency)
-                                .map_err(|_| corrupt(format!("concurrency {concurrency}")))?,
+                    let runs = serde_json::from_str::<Vec<String>>(&runs).map_err(|e| {
+                        Error::CorruptWorker {
                             id: id.clone(),
-                            instance,
-                            host,
-                            volume,
-                            started_at,
-                            runs,
-                            passed_over: passed_over_of(&id, &passed_over)?,
-                        },
+                            reason: format!("runs is not a list of run ids: {e}"),
+                        }
+                    })?;
+                    WorkerRow {
+                        id,
+                        instance,
+                        host,
+                        volume,
+                        concurrency,
+                        started_at,
                         heartbeat_at,
-                    })
+                        runs,
+                        passed_over,
+                    }
+                    .decode()
                 },
             )
             .collect()
