@@ -137,13 +137,29 @@ impl RunService {
         holder: &str,
         channel: Option<ChannelBinding>,
     ) -> Result<Sent> {
+        self.send_keyed(session, text, holder, channel, None).await
+    }
+
+    /// [`RunService::send`] of a message a chat front door names by `key` (e.g.
+    /// `telegram:<bot>:<update id>`): the key is recorded in the same write as the turn or
+    /// the queued message, so the same message sent again (a front door that crashed
+    /// before remembering it had handled it) is
+    /// `Error::Store(toren_store::Error::MessageTaken)` and makes no second turn.
+    pub async fn send_keyed(
+        &self,
+        session: &Session,
+        text: &str,
+        holder: &str,
+        channel: Option<ChannelBinding>,
+        key: Option<&str>,
+    ) -> Result<Sent> {
         let store = self.session_store()?;
         let turns = store.turns(&session.id).await?;
         if turns.iter().any(|t| !t.status.is_terminal()) {
-            let waiting = store.enqueue(&session.id, text).await?;
+            let waiting = store.enqueue_keyed(&session.id, text, key).await?;
             return Ok(Sent::Queued { waiting });
         }
-        self.new_turn(session, text, holder, channel).await
+        self.new_turn(session, text, holder, channel, key).await
     }
 
     /// The oldest queued message as the next turn (bound to `channel`), once no turn runs.
@@ -159,7 +175,9 @@ impl RunService {
             return Ok(None);
         }
         match store.dequeue(&session.id).await? {
-            Some(text) => Ok(Some(self.new_turn(session, &text, holder, channel).await?)),
+            Some(text) => Ok(Some(
+                self.new_turn(session, &text, holder, channel, None).await?,
+            )),
             None => Ok(None),
         }
     }
@@ -170,6 +188,7 @@ impl RunService {
         text: &str,
         holder: &str,
         channel: Option<ChannelBinding>,
+        key: Option<&str>,
     ) -> Result<Sent> {
         let store = self.session_store()?;
         // The conversation of every ended turn is recorded before a new one starts.
@@ -183,12 +202,13 @@ impl RunService {
             channel,
         };
         match store
-            .create_turn(
+            .create_turn_keyed(
                 &session.id,
                 &run_id,
                 created,
                 holder,
                 self.settings.lease_ttl,
+                key,
             )
             .await
         {
@@ -202,7 +222,7 @@ impl RunService {
             }),
             // Another process started a turn meanwhile: this message waits for it.
             Err(toren_store::Error::TurnInProgress { .. }) => {
-                let waiting = store.enqueue(&session.id, text).await?;
+                let waiting = store.enqueue_keyed(&session.id, text, key).await?;
                 Ok(Sent::Queued { waiting })
             }
             Err(e) => Err(e.into()),

@@ -1,11 +1,15 @@
 //! [`ChatStore`] on Postgres: `chat_offsets`, `chat_sessions`, `chat_buttons` and
-//! `chat_reasons` (migration 0002), each call one statement under the store's deadline.
+//! `chat_reasons` (migration 0002), `message_keys`, `chat_refusals` and `chat_deliveries`
+//! (0003), each call one statement (or one transaction) under the store's deadline.
+//! [`take_key`] is the one insert of a message key, also made by `create_turn_keyed` and
+//! `enqueue_keyed` inside their own transactions.
 
 use async_trait::async_trait;
+use sqlx::PgConnection;
 use toren_protocol::RunId;
 use toren_store::{ChatButton, ChatStore, Error, Result};
 
-use crate::store::PostgresStore;
+use crate::store::{PostgresStore, finish};
 
 #[async_trait]
 impl ChatStore for PostgresStore {
@@ -145,4 +149,111 @@ impl ChatStore for PostgresStore {
         })
         .await
     }
+
+    async fn message_taken(&self, key: &str) -> Result<bool> {
+        self.bounded(async {
+            Ok(
+                sqlx::query_scalar::<_, i32>("SELECT 1 FROM message_keys WHERE key = $1")
+                    .bind(key)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .is_some(),
+            )
+        })
+        .await
+    }
+
+    async fn take_message_key(&self, key: &str, reason_of: Option<&str>) -> Result<bool> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let result: Result<bool> = async {
+                match take_key(&mut tx, Some(key), None, None).await {
+                    Ok(()) => {}
+                    Err(Error::MessageTaken { .. }) => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+                if let Some(chat) = reason_of {
+                    sqlx::query("DELETE FROM chat_reasons WHERE chat = $1")
+                        .bind(chat)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Ok(true)
+            }
+            .await;
+            finish(tx, result).await
+        })
+        .await
+    }
+
+    async fn refuse_once(&self, key: &str) -> Result<bool> {
+        self.bounded(async {
+            let done =
+                sqlx::query("INSERT INTO chat_refusals (key) VALUES ($1) ON CONFLICT DO NOTHING")
+                    .bind(key)
+                    .execute(&self.pool)
+                    .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
+    }
+
+    async fn chat_delivery(&self, run: &RunId, call_id: &str) -> Result<Option<String>> {
+        self.bounded(async {
+            Ok(sqlx::query_scalar::<_, String>(
+                "SELECT receipt FROM chat_deliveries WHERE run_id = $1 AND call_id = $2",
+            )
+            .bind(run.as_str())
+            .bind(call_id)
+            .fetch_optional(&self.pool)
+            .await?)
+        })
+        .await
+    }
+
+    async fn record_chat_delivery(&self, run: &RunId, call_id: &str, receipt: &str) -> Result<()> {
+        self.bounded(async {
+            sqlx::query(
+                "INSERT INTO chat_deliveries (run_id, call_id, receipt) VALUES ($1, $2, $3)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(run.as_str())
+            .bind(call_id)
+            .bind(receipt)
+            .execute(&self.pool)
+            .await?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+/// Records the message `key` (if any) in the transaction under way:
+/// [`Error::MessageTaken`] when it is taken already (the caller's transaction is then
+/// rolled back with it). A concurrent taker of the same key waits on the unique index and
+/// then finds it taken.
+pub(crate) async fn take_key(
+    tx: &mut PgConnection,
+    key: Option<&str>,
+    session_id: Option<&str>,
+    run: Option<&RunId>,
+) -> Result<()> {
+    let Some(key) = key else {
+        return Ok(());
+    };
+    let taken = sqlx::query(
+        "INSERT INTO message_keys (key, session_id, run_id) VALUES ($1, $2, $3)
+         ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(session_id)
+    .bind(run.map(RunId::as_str))
+    .execute(&mut *tx)
+    .await?;
+    if taken.rows_affected() == 0 {
+        return Err(Error::MessageTaken {
+            key: key.to_owned(),
+        });
+    }
+    Ok(())
 }

@@ -153,18 +153,20 @@ impl SessionStore for PostgresStore {
         .await
     }
 
-    async fn create_turn(
+    async fn create_turn_keyed(
         &self,
         session_id: &str,
         run_id: &RunId,
         mut created: RunCreated,
         holder: &str,
         ttl: Duration,
+        key: Option<&str>,
     ) -> Result<(Event, Lease, u32)> {
         self.bounded(async {
             let mut tx = self.begin().await?;
             let result: Result<_> = async {
                 let name = lock_session(&mut tx, session_id).await?;
+                crate::chats::take_key(&mut tx, key, Some(session_id), Some(run_id)).await?;
                 let open = sqlx::query_as::<_, (i32, String)>(
                     "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
                  WHERE t.session_id = $1 AND r.status NOT IN ('completed', 'failed', 'cancelled')
@@ -294,11 +296,12 @@ impl SessionStore for PostgresStore {
         .await
     }
 
-    async fn enqueue(&self, session_id: &str, text: &str) -> Result<u32> {
+    async fn enqueue_keyed(&self, session_id: &str, text: &str, key: Option<&str>) -> Result<u32> {
         self.bounded(async {
             let mut tx = self.begin().await?;
             let result: Result<_> = async {
             lock_session(&mut tx, session_id).await?;
+            crate::chats::take_key(&mut tx, key, Some(session_id), None).await?;
             sqlx::query(
                 "INSERT INTO session_queue (session_id, seq, text, queued_at)
                  SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM session_queue WHERE session_id = $1",

@@ -47,8 +47,10 @@ pub use cancel::{
     a_held_run_is_cancelled_without_its_lease, ended_and_unknown_runs_are_not_cancelled,
 };
 pub use chats::{
+    ChatBackend, a_key_taken_without_a_turn_clears_the_reason, a_message_key_makes_one_turn,
     chat_bindings_replace, chat_buttons_resolve_to_the_first_target,
     chat_offsets_only_move_forward, chat_reasons_are_set_and_cleared,
+    racing_handlers_of_one_message_make_one_turn, strangers_are_refused_once_and_deliveries_kept,
 };
 pub use claims::{
     claims_follow_volumes_backends_and_channels, claims_keep_the_per_agent_limit_and_skip,
@@ -127,13 +129,19 @@ pub async fn run_all_workers(registry: &dyn crate::WorkerRegistry, clock: &TestC
     workers_register_heartbeat_and_expire(registry, clock).await;
 }
 
-/// Runs every [`ChatStore`](crate::ChatStore) check against `store`; they use fresh names,
-/// so other checks may share the store.
-pub async fn run_all_chats(store: &dyn crate::ChatStore) {
-    chats::chat_offsets_only_move_forward(store).await;
-    chats::chat_bindings_replace(store).await;
-    chats::chat_buttons_resolve_to_the_first_target(store).await;
-    chats::chat_reasons_are_set_and_cleared(store).await;
+/// Runs every [`ChatStore`](crate::ChatStore) check against `store` (with the message
+/// keys of its [`SessionStore`](crate::SessionStore)); they use fresh names, so other
+/// checks may share the store.
+pub async fn run_all_chats(store: Arc<dyn ChatBackend>) {
+    let s = &*store;
+    chats::chat_offsets_only_move_forward(s).await;
+    chats::chat_bindings_replace(s).await;
+    chats::chat_buttons_resolve_to_the_first_target(s).await;
+    chats::chat_reasons_are_set_and_cleared(s).await;
+    chats::a_message_key_makes_one_turn(s).await;
+    chats::a_key_taken_without_a_turn_clears_the_reason(s).await;
+    chats::strangers_are_refused_once_and_deliveries_kept(s).await;
+    chats::racing_handlers_of_one_message_make_one_turn(store).await;
 }
 
 /// Runs every [`SessionStore`](crate::SessionStore) check against `store`, one after

@@ -37,6 +37,11 @@ pub enum Error {
         run_id: RunId,
     },
 
+    /// A chat front door's message was taken already (a turn or the queue has it): it was
+    /// handled before, and is not handled again.
+    #[error("message {key} was handled already; it makes no second turn")]
+    MessageTaken { key: String },
+
     /// The log moved on since the caller last read it; nothing was written.
     #[error(
         "run {run_id} moved on: the append expected event #{expected} to be the last, \
@@ -199,6 +204,7 @@ impl Error {
             | Self::SessionExists(_)
             | Self::SessionNotFound(_)
             | Self::TurnInProgress { .. }
+            | Self::MessageTaken { .. }
             | Self::Conflict { .. }
             | Self::RunEnded { .. }
             | Self::Leased { .. }

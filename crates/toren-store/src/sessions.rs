@@ -64,6 +64,22 @@ pub trait SessionStore: Send + Sync {
         created: RunCreated,
         holder: &str,
         ttl: Duration,
+    ) -> Result<(Event, Lease, u32)> {
+        self.create_turn_keyed(session_id, run_id, created, holder, ttl, None)
+            .await
+    }
+
+    /// [`SessionStore::create_turn`], and with `key` (a chat front door's message id) the
+    /// key recorded in the same write: a key taken already is
+    /// [`Error::MessageTaken`](crate::Error::MessageTaken) and nothing is written.
+    async fn create_turn_keyed(
+        &self,
+        session_id: &str,
+        run_id: &RunId,
+        created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+        key: Option<&str>,
     ) -> Result<(Event, Lease, u32)>;
 
     /// The turns whose messages are recorded, and those messages: the conversation so far,
@@ -84,7 +100,13 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<()>;
 
     /// Queues a message for the session's next turn; returns how many wait now.
-    async fn enqueue(&self, session_id: &str, text: &str) -> Result<u32>;
+    async fn enqueue(&self, session_id: &str, text: &str) -> Result<u32> {
+        self.enqueue_keyed(session_id, text, None).await
+    }
+
+    /// [`SessionStore::enqueue`], with `key` recorded in the same write (as in
+    /// [`SessionStore::create_turn_keyed`]).
+    async fn enqueue_keyed(&self, session_id: &str, text: &str, key: Option<&str>) -> Result<u32>;
 
     /// Takes the oldest queued message, if any.
     async fn dequeue(&self, session_id: &str) -> Result<Option<String>>;

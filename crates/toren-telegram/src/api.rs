@@ -19,6 +19,8 @@ pub const DEFAULT_API_URL: &str = "https://api.telegram.org";
 pub const MAX_RETRY_AFTER: u64 = 60;
 /// How many 429s in a row one call waits out.
 const MAX_RATE_RETRIES: u32 = 3;
+/// Telegram's limit on a callback answer's text, in characters.
+const CALLBACK_TEXT_LIMIT: usize = 200;
 /// What an ordinary call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -221,8 +223,15 @@ impl BotApi {
             .map(drop)
     }
 
-    /// `answerCallbackQuery` with a short notice.
+    /// `answerCallbackQuery` with a short notice (cut to Telegram's 200 characters).
     pub async fn answer_callback(&self, id: &str, text: &str) -> Result<()> {
+        let text = if text.chars().count() > CALLBACK_TEXT_LIMIT {
+            let mut cut: String = text.chars().take(CALLBACK_TEXT_LIMIT - 1).collect();
+            cut.push('…');
+            cut
+        } else {
+            text.to_owned()
+        };
         let params = json!({"callback_query_id": id, "text": text});
         self.call::<Value>("answerCallbackQuery", &params, CALL_TIMEOUT)
             .await
@@ -285,9 +294,13 @@ impl BotApi {
     }
 }
 
-/// The bot id of `token` (`<id>:<secret>`): its part before `:`.
+/// The bot id of `token` (`<id>:<secret>`): its part before `:`, when that is a number
+/// (else `unknown`: a malformed token's text, which may be all secret, is never used).
 pub fn bot_id(token: &str) -> String {
-    token.split(':').next().unwrap_or_default().to_owned()
+    match token.split_once(':') {
+        Some((id, _)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => id.to_owned(),
+        _ => "unknown".to_owned(),
+    }
 }
 
 /// A `multipart/form-data` body of text `fields` and one file.

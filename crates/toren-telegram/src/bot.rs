@@ -1,13 +1,19 @@
 //! [`Bot`]: the long-polling loop. Each update is handled, then the stored offset moves past
-//! it (so a restart neither loses nor re-handles one; a button press handled twice is
-//! harmless, the first decision stands). Messages from people not allowed get one polite
-//! refusal naming their id; group chats are refused unless listed. An allowed person's
-//! message is a turn of the session their chat is bound to, driven on its own task by this
-//! process's worker (which has the Telegram channel); presses decide approvals. Commands:
-//! `/start`, `/new`, `/agent NAME`, `/files`, `/cancel`, `/status`.
+//! it, so a restart loses none. An update handled again (the process died, or the offset
+//! could not be stored, after handling it) has no second effect: its key
+//! `telegram:<bot>:<update id>` is recorded in the same write as the turn or the queued
+//! message it made (and taken by a reason or `/cancel`), and a taken key is skipped; the
+//! sessions it makes are named by it (`telegram-<chat>-<update id>`), so `/new` makes one;
+//! an upload already saved is found by its bytes; a button press decides at most once (the
+//! first decision stands). A notice the bot sent may be sent again: Telegram has no
+//! idempotent send. Messages from people not allowed get one polite refusal naming their
+//! id (remembered in the store, so once across restarts); group chats are refused unless
+//! listed. An allowed person's message is a turn of the session their chat is bound to,
+//! driven on its own task by this process's worker (which has the Telegram channel);
+//! presses decide approvals. Commands: `/start`, `/new`, `/agent NAME`, `/files`,
+//! `/cancel`, `/status`.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -23,6 +29,7 @@ use crate::error::Result;
 use crate::render::{self, escape_html};
 use crate::turn::{TurnView, Turns};
 use crate::types::{Message, Update, User};
+use toren_display::visible;
 
 mod approvals;
 mod commands;
@@ -61,8 +68,6 @@ pub struct Bot {
     pub(crate) agents: Arc<dyn AgentFinder>,
     pub(crate) settings: Arc<BotSettings>,
     pub(crate) holder: String,
-    /// Strangers told once (this process) that they may not talk to the bot.
-    refused: Arc<Mutex<HashSet<i64>>>,
     stop: CancellationToken,
 }
 
@@ -92,7 +97,6 @@ impl Bot {
             agents,
             settings: Arc::new(settings),
             holder,
-            refused: Arc::default(),
             stop: CancellationToken::new(),
         }
     }
@@ -156,7 +160,23 @@ impl Bot {
         if let Some(press) = update.callback_query {
             self.press(press).await;
         } else if let Some(message) = update.message {
-            self.message(message, tasks).await;
+            let key = format!("{}:{}", self.stream(), update.update_id);
+            match self.chats.message_taken(&key).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    tracing::info!(
+                        update = update.update_id,
+                        "a message handled before is not handled again"
+                    );
+                    return;
+                }
+                Err(e) => tracing::warn!("cannot tell whether a message was handled: {e}"),
+            }
+            let update = Handling {
+                id: update.update_id,
+                key,
+            };
+            self.message(message, &update, tasks).await;
         }
     }
 
@@ -164,16 +184,20 @@ impl Bot {
         self.settings.users.contains(&user.id)
     }
 
-    /// Says (once) to a stranger that the bot is not for them.
-    async fn refuse(&self, chat: i64, text: String, key: i64) {
-        let first = self
-            .refused
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key);
-        if first {
-            tracing::info!(chat, "refused a message from someone not allowed ({key})");
-            self.say(chat, &text).await;
+    /// Says once to a stranger (or a group) that the bot is not for them: remembered in the
+    /// store before it is said, so at most once across restarts.
+    async fn refuse(&self, chat: i64, text: String, key: String) {
+        match self
+            .chats
+            .refuse_once(&format!("{}:{key}", self.stream()))
+            .await
+        {
+            Ok(true) => {
+                tracing::info!(chat, "refused a message from someone not allowed ({key})");
+                self.say(chat, &text).await;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("cannot record a refusal (not sent): {e}"),
         }
     }
 
@@ -186,7 +210,7 @@ impl Bot {
         }
     }
 
-    async fn message(&self, message: Message, tasks: &mut JoinSet<()>) {
+    async fn message(&self, message: Message, update: &Handling, tasks: &mut JoinSet<()>) {
         let chat = message.chat.id;
         let Some(user) = message.from.clone() else {
             return;
@@ -197,7 +221,7 @@ impl Bot {
                 format!(
                     "Sorry, this bot does not work in this group. An operator can allow it by adding {chat} to TOREN_TELEGRAM_GROUPS."
                 ),
-                chat,
+                format!("group:{chat}"),
             )
             .await;
             return;
@@ -209,7 +233,7 @@ impl Bot {
                     "Sorry, you may not talk to this bot. If you should, ask its operator to add your Telegram user id {} to TOREN_TELEGRAM_USERS.",
                     user.id
                 ),
-                user.id,
+                format!("user:{}", user.id),
             )
             .await;
             return;
@@ -220,13 +244,13 @@ impl Bot {
             .or_else(|| message.caption.clone())
             .unwrap_or_default();
         if message.text.is_some() && text.starts_with('/') {
-            self.command(chat, &user, &text, tasks).await;
+            self.command(chat, &user, &text, update, tasks).await;
             return;
         }
-        if message.text.is_some() && self.reason(chat, &user, &text).await {
+        if message.text.is_some() && self.reason(chat, &user, &text, update).await {
             return;
         }
-        let session = match self.session_of(chat).await {
+        let session = match self.session_of(chat, update.id).await {
             Ok(session) => session,
             Err(e) => {
                 self.say(
@@ -256,14 +280,27 @@ impl Bot {
         if input.trim().is_empty() {
             return;
         }
-        self.send(chat, &session, &input, tasks).await;
+        self.send(chat, &session, &input, update, tasks).await;
     }
 
     /// The message becomes a turn (driven on its own task) or waits behind the running one.
-    async fn send(&self, chat: i64, session: &Session, input: &str, tasks: &mut JoinSet<()>) {
+    async fn send(
+        &self,
+        chat: i64,
+        session: &Session,
+        input: &str,
+        update: &Handling,
+        tasks: &mut JoinSet<()>,
+    ) {
         let sent = self
             .service
-            .send(session, input, &self.holder, Some(binding(chat)))
+            .send_keyed(
+                session,
+                input,
+                &self.holder,
+                Some(binding(chat)),
+                Some(&update.key),
+            )
             .await;
         match sent {
             Ok(Sent::Turn { created, .. }) => {
@@ -278,18 +315,30 @@ impl Bot {
                 )
                 .await;
             }
+            // Handled before: the turn (or the queue) has it; the turn resumes on its own.
+            Err(toren_runtime::Error::Store(toren_store::Error::MessageTaken { .. })) => {
+                tracing::info!(update = update.id, "a message handled before made no turn");
+            }
             Err(e) => {
                 self.say(
                     chat,
-                    &format!("Cannot start the turn: {}", escape_html(&e.to_string())),
+                    &format!(
+                        "Cannot start the turn: {}",
+                        escape_html(&visible(&e.to_string()))
+                    ),
                 )
                 .await;
             }
         }
     }
 
-    /// The session `chat` talks to: its bound one, or a new one of the default agent.
-    pub(crate) async fn session_of(&self, chat: i64) -> std::result::Result<Session, String> {
+    /// The session `chat` talks to: its bound one, or a new one of the default agent
+    /// (named by the update that needed it).
+    pub(crate) async fn session_of(
+        &self,
+        chat: i64,
+        update: i64,
+    ) -> std::result::Result<Session, String> {
         let key = chat.to_string();
         if let Some(name) = self
             .chats
@@ -304,22 +353,29 @@ impl Bot {
             }
         }
         let agent = self.agents.find(&self.settings.agent)?;
-        self.new_session(chat, agent).await
+        self.new_session(chat, agent, update).await
     }
 
-    /// A new session of `agent` for `chat`, bound to it (the old one is kept).
+    /// The name of the session the update `update` of `chat` makes.
+    pub(crate) fn session_name(chat: i64, update: i64) -> String {
+        format!("telegram-{chat}-{update}")
+    }
+
+    /// A new session of `agent` for `chat`, named by the update `update` that asks for it,
+    /// bound to it (the old one is kept). The same update handled again finds the session
+    /// it made and binds that.
     pub(crate) async fn new_session(
         &self,
         chat: i64,
         agent: AgentSpec,
+        update: i64,
     ) -> std::result::Result<Session, String> {
-        let stamp = jiff::Timestamp::now().as_second();
-        let name = format!("telegram-{chat}-{stamp}");
-        let session = match self.service.create_session(&name, agent.clone()).await {
+        let name = Self::session_name(chat, update);
+        let session = match self.service.create_session(&name, agent).await {
             Ok(session) => session,
             Err(toren_runtime::Error::Store(toren_store::Error::SessionExists(_))) => self
                 .service
-                .create_session(&format!("{name}-{}", crate::turn::button_id()), agent)
+                .session(&name)
                 .await
                 .map_err(|e| e.to_string())?,
             Err(e) => return Err(e.to_string()),
@@ -462,6 +518,12 @@ impl Bot {
             }
         }
     }
+}
+
+/// The update being handled: its id and its message key.
+pub(crate) struct Handling {
+    pub(crate) id: i64,
+    pub(crate) key: String,
 }
 
 /// A run bound to `chat`.

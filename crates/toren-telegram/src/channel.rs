@@ -1,17 +1,23 @@
 //! The Telegram channel: `send_to_channel` on a run bound to a Telegram chat sends an image
 //! (by content: PNG, JPEG, GIF, WebP) with `sendPhoto` and anything else with
 //! `sendDocument`, with the caption. Telegram's limits (10 MB for a photo, 50 MB for a
-//! document) are checked first and refused with a tool error that names them. A ledger
-//! (one small file per delivered call under the bot's state directory) answers a call run
-//! again after a crash with its first delivery instead of sending twice. Telegram out of
-//! reach is a tool error, never a failed run.
+//! document) are checked first and refused with a tool error that names them. The caption
+//! and the file's name are made visible (`toren-display`) and the caption cut to Telegram's
+//! 1024 characters; they go as plain text (no parse mode), so tags are shown, never
+//! parsed. The store's delivery ledger ([`ChatStore::chat_delivery`], by run and call,
+//! written as soon as Telegram has the file) answers a call run again after a crash with
+//! its first delivery instead of sending twice; `message_delivered` in the event log is
+//! not enough for that, as it is journaled with the call's `tool_completed`, after the
+//! send, and a crash between the two re-runs the call. Telegram out of reach is a tool
+//! error, never a failed run.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use toren_channel::{Channel, ChannelError, ChannelFactory, Delivered, Delivery, FileKind};
+use toren_display::{visible, visible_lines};
 use toren_protocol::{ChannelBinding, RunId};
+use toren_store::ChatStore;
 
 use crate::api::{BotApi, Upload};
 
@@ -21,18 +27,19 @@ pub const TELEGRAM: &str = "telegram";
 pub const PHOTO_LIMIT: u64 = 10 * 1024 * 1024;
 /// Telegram's limit on a document a bot sends.
 pub const DOCUMENT_LIMIT: u64 = 50 * 1024 * 1024;
+/// Telegram's limit on a caption, in characters.
+pub const CAPTION_LIMIT: usize = 1024;
 
 /// Makes the channel of each Telegram-bound run.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct TelegramChannels {
     api: BotApi,
-    ledger: PathBuf,
+    ledger: Arc<dyn ChatStore>,
 }
 
 impl TelegramChannels {
-    /// Sends through `api`; deliveries are recorded under `ledger` (a directory made when
-    /// needed).
-    pub fn new(api: BotApi, ledger: PathBuf) -> Self {
+    /// Sends through `api`; deliveries are recorded in `ledger`.
+    pub fn new(api: BotApi, ledger: Arc<dyn ChatStore>) -> Self {
         Self { api, ledger }
     }
 }
@@ -53,36 +60,37 @@ impl ChannelFactory for TelegramChannels {
             })?;
         Ok(Arc::new(TelegramChannel {
             api: self.api.clone(),
-            ledger: self.ledger.clone(),
+            ledger: Arc::clone(&self.ledger),
             chat,
         }))
     }
 }
 
 /// One chat's channel.
-#[derive(Debug)]
 pub struct TelegramChannel {
     api: BotApi,
-    ledger: PathBuf,
+    ledger: Arc<dyn ChatStore>,
     chat: i64,
 }
 
-impl TelegramChannel {
-    fn ledger_file(&self, delivery: &Delivery) -> PathBuf {
-        let call: String = delivery
-            .call_id()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.ledger
-            .join(format!("{}-{call}", delivery.run_id().as_str()))
+impl std::fmt::Debug for TelegramChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramChannel")
+            .field("api", &self.api)
+            .field("chat", &self.chat)
+            .finish_non_exhaustive()
     }
+}
+
+/// A caption as Telegram shows it: visible, at most [`CAPTION_LIMIT`] characters.
+pub fn caption_text(caption: &str) -> String {
+    let shown = visible_lines(caption);
+    if shown.chars().count() <= CAPTION_LIMIT {
+        return shown.into_owned();
+    }
+    let mut cut: String = shown.chars().take(CAPTION_LIMIT - 1).collect();
+    cut.push('…');
+    cut
 }
 
 fn megabytes(bytes: u64) -> String {
@@ -99,10 +107,18 @@ impl Channel for TelegramChannel {
     }
 
     async fn deliver(&self, delivery: &Delivery) -> Result<Delivered, ChannelError> {
-        let ledger = self.ledger_file(delivery);
-        if let Ok(receipt) = tokio::fs::read_to_string(&ledger).await {
+        let (run, call) = (delivery.run_id(), delivery.call_id());
+        let recorded =
+            self.ledger
+                .chat_delivery(run, call)
+                .await
+                .map_err(|e| ChannelError::Unreachable {
+                    channel: TELEGRAM.to_owned(),
+                    why: format!("cannot read the delivery ledger: {e}"),
+                })?;
+        if let Some(receipt) = recorded {
             return Ok(Delivered {
-                receipt: receipt.trim().to_owned(),
+                receipt,
                 summary: format!(
                     "already sent to the person's Telegram chat ({})",
                     delivery.kind()
@@ -142,15 +158,17 @@ impl Channel for TelegramChannel {
                 )
             }
         };
+        let name = visible(delivery.name());
         let upload = Upload {
             field,
-            name: delivery.name(),
+            name: &name,
             media_type,
             bytes: delivery.bytes(),
         };
+        let caption = delivery.caption().map(caption_text);
         let message = self
             .api
-            .send_file(method, self.chat, &upload, delivery.caption())
+            .send_file(method, self.chat, &upload, caption.as_deref())
             .await
             .map_err(|e| match e {
                 crate::Error::Api { description, .. } => ChannelError::Refused {
@@ -163,7 +181,7 @@ impl Channel for TelegramChannel {
                 },
             })?;
         let receipt = format!("telegram:{}/{message}", self.chat);
-        if let Err(e) = write_ledger(&ledger, &receipt).await {
+        if let Err(e) = self.ledger.record_chat_delivery(run, call, &receipt).await {
             tracing::warn!(
                 "cannot record the Telegram delivery (a re-run would send it again): {e}"
             );
@@ -174,13 +192,4 @@ impl Channel for TelegramChannel {
             repeated: false,
         })
     }
-}
-
-async fn write_ledger(path: &std::path::Path, receipt: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        tokio::fs::create_dir_all(dir).await?;
-    }
-    let partial = path.with_extension("partial");
-    tokio::fs::write(&partial, receipt).await?;
-    tokio::fs::rename(&partial, path).await
 }

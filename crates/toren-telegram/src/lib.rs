@@ -19,6 +19,9 @@ pub mod types;
 
 pub use api::{BotApi, DEFAULT_API_URL, MAX_RETRY_AFTER, Upload, bot_id};
 pub use bot::{AgentFinder, Bot, BotSettings};
-pub use channel::{DOCUMENT_LIMIT, PHOTO_LIMIT, TELEGRAM, TelegramChannel, TelegramChannels};
+pub use channel::{
+    CAPTION_LIMIT, DOCUMENT_LIMIT, PHOTO_LIMIT, TELEGRAM, TelegramChannel, TelegramChannels,
+    caption_text,
+};
 pub use error::{Error, Result};
 pub use turn::Turns;

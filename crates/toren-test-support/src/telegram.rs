@@ -392,6 +392,11 @@ impl FakeView<'_> {
     pub fn answer(&self, id: i64) -> Option<&String> {
         self.state.answers.get(&id.to_string())
     }
+
+    /// How many times update `id` was handed to the bot.
+    pub fn handed(&self, id: i64) -> u32 {
+        self.state.handed.get(&id).copied().unwrap_or(0)
+    }
 }
 
 impl Drop for FakeTelegram {

@@ -1,5 +1,6 @@
 mod argv;
 mod egress_secrets;
+mod egress_wiring;
 mod fuzz_paths;
 mod kept_sandbox;
 mod limits;

@@ -34,6 +34,7 @@ async fn whole_suite_through_two_stores_on_one_database() {
 async fn session_store_and_worker_registry() {
     let (_cluster, store, clock) = cluster_and_store().await;
     conformance::run_all_workers(&store, &clock).await;
-    conformance::run_all_chats(&store).await;
-    conformance::run_all_sessions(Arc::new(store)).await;
+    let store = Arc::new(store);
+    conformance::run_all_chats(store.clone()).await;
+    conformance::run_all_sessions(store).await;
 }

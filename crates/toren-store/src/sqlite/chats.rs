@@ -1,8 +1,11 @@
 //! [`ChatStore`] on SQLite: `chat_offsets`, `chat_sessions`, `chat_buttons` and
-//! `chat_reasons` (migration 0006), written through the store's one writer, read from its
-//! pool.
+//! `chat_reasons` (migration 0006), `message_keys`, `chat_refusals` and `chat_deliveries`
+//! (0007), written through the store's one writer, read from its pool. [`take_key`] is the
+//! one insert of a message key, also made by `create_turn_keyed` and `enqueue_keyed` inside
+//! their own writes.
 
 use async_trait::async_trait;
+use sqlx::SqliteConnection;
 use toren_protocol::RunId;
 
 use super::SqliteStore;
@@ -143,4 +146,108 @@ impl ChatStore for SqliteStore {
                 .await?,
         )
     }
+
+    async fn message_taken(&self, key: &str) -> Result<bool> {
+        Ok(
+            sqlx::query_scalar::<_, i64>("SELECT 1 FROM message_keys WHERE key = ?")
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?
+                .is_some(),
+        )
+    }
+
+    async fn take_message_key(&self, key: &str, reason_of: Option<&str>) -> Result<bool> {
+        let (key, chat) = (key.to_owned(), reason_of.map(str::to_owned));
+        self.write(move |tx| {
+            Box::pin(async move {
+                match take_key(tx, Some(&key), None, None).await {
+                    Ok(()) => {}
+                    Err(Error::MessageTaken { .. }) => return Ok(false),
+                    Err(e) => return Err(e),
+                }
+                if let Some(chat) = &chat {
+                    sqlx::query("DELETE FROM chat_reasons WHERE chat = ?")
+                        .bind(chat)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    async fn refuse_once(&self, key: &str) -> Result<bool> {
+        let key = key.to_owned();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "INSERT INTO chat_refusals (key) VALUES (?) ON CONFLICT DO NOTHING",
+                )
+                .bind(&key)
+                .execute(&mut *tx)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            })
+        })
+        .await
+    }
+
+    async fn chat_delivery(&self, run: &RunId, call_id: &str) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar::<_, String>(
+            "SELECT receipt FROM chat_deliveries WHERE run_id = ? AND call_id = ?",
+        )
+        .bind(run.as_str())
+        .bind(call_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn record_chat_delivery(&self, run: &RunId, call_id: &str, receipt: &str) -> Result<()> {
+        let (run, call_id, receipt) = (run.clone(), call_id.to_owned(), receipt.to_owned());
+        self.write(move |tx| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO chat_deliveries (run_id, call_id, receipt) VALUES (?, ?, ?)
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(run.as_str())
+                .bind(&call_id)
+                .bind(&receipt)
+                .execute(&mut *tx)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+}
+
+/// Records the message `key` (if any) in the write under way: [`Error::MessageTaken`] when
+/// it is taken already (the caller's write is then rolled back with it).
+pub(super) async fn take_key(
+    tx: &mut SqliteConnection,
+    key: Option<&str>,
+    session_id: Option<&str>,
+    run: Option<&RunId>,
+) -> Result<()> {
+    let Some(key) = key else {
+        return Ok(());
+    };
+    let taken = sqlx::query(
+        "INSERT INTO message_keys (key, session_id, run_id) VALUES (?, ?, ?)
+         ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(key)
+    .bind(session_id)
+    .bind(run.map(RunId::as_str))
+    .execute(&mut *tx)
+    .await?;
+    if taken.rows_affected() == 0 {
+        return Err(Error::MessageTaken {
+            key: key.to_owned(),
+        });
+    }
+    Ok(())
 }

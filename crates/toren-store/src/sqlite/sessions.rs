@@ -128,20 +128,23 @@ impl SessionStore for SqliteStore {
             .collect()
     }
 
-    async fn create_turn(
+    async fn create_turn_keyed(
         &self,
         session_id: &str,
         run_id: &RunId,
         mut created: RunCreated,
         holder: &str,
         ttl: Duration,
+        key: Option<&str>,
     ) -> Result<(Event, Lease, u32)> {
         let (session_id, run_id, holder) =
             (session_id.to_owned(), run_id.clone(), holder.to_owned());
+        let key = key.map(str::to_owned);
         let clock = self.clock.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let (session_id, run_id, holder) = (session_id.as_str(), &run_id, holder.as_str());
+                super::chats::take_key(tx, key.as_deref(), Some(session_id), Some(run_id)).await?;
                 let name =
                     sqlx::query_scalar::<_, String>("SELECT name FROM sessions WHERE id = ?")
                         .bind(session_id)
@@ -261,12 +264,14 @@ impl SessionStore for SqliteStore {
         .await
     }
 
-    async fn enqueue(&self, session_id: &str, text: &str) -> Result<u32> {
+    async fn enqueue_keyed(&self, session_id: &str, text: &str, key: Option<&str>) -> Result<u32> {
         let (session_id, text) = (session_id.to_owned(), text.to_owned());
+        let key = key.map(str::to_owned);
         let clock = self.clock.clone();
         self.write(move |tx| {
             Box::pin(async move {
                 let (session_id, text) = (session_id.as_str(), text.as_str());
+                super::chats::take_key(tx, key.as_deref(), Some(session_id), None).await?;
                 let last = sqlx::query_scalar::<_, Option<i64>>(
                     "SELECT MAX(seq) FROM session_queue WHERE session_id = ?",
                 )

@@ -85,7 +85,7 @@ async fn worker_registry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn chat_store() {
     let (_dir, store, _clock) = temp_store_with_clock().await;
-    conformance::run_all_chats(&store).await;
+    conformance::run_all_chats(Arc::new(store)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

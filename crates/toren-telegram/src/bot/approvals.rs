@@ -4,9 +4,10 @@
 //! stands; a late press is told that decision. "Deny with reason" makes the chat's next
 //! message the reason; "Show all" sends a long command whole.
 
+use toren_display::visible;
 use toren_runtime::{Actor, ApprovalState};
 
-use super::Bot;
+use super::{Bot, Handling};
 use crate::channel::TELEGRAM;
 use crate::render::{self, escape_html};
 use crate::types::{CallbackQuery, User};
@@ -133,7 +134,7 @@ impl Bot {
                     Some(ApprovalState::Unanswered) => {
                         "Too late: the turn ended without this decision.".to_owned()
                     }
-                    _ => format!("Cannot record the decision: {e}"),
+                    _ => visible(&format!("Cannot record the decision: {e}")).into_owned(),
                 };
                 let _ = self.api.answer_callback(callback, &answer).await;
             }
@@ -164,15 +165,24 @@ impl Bot {
     }
 
     /// A message that is the reason of a pending "deny with reason"; whether it was one.
-    pub(super) async fn reason(&self, chat: i64, user: &User, text: &str) -> bool {
+    /// The denial is recorded first, then the message's key is taken with the reason
+    /// cleared (one write): handled again before that, the decision that stands is shown;
+    /// after it, the message is skipped.
+    pub(super) async fn reason(
+        &self,
+        chat: i64,
+        user: &User,
+        text: &str,
+        update: &Handling,
+    ) -> bool {
         let key = chat.to_string();
         let Ok(Some(id)) = self.chats.chat_reason(&key).await else {
             return false;
         };
-        if let Err(e) = self.chats.set_chat_reason(&key, None).await {
-            tracing::warn!("cannot clear the pending reason: {e}");
-        }
         let Ok(Some(button)) = self.chats.chat_button(&id).await else {
+            if let Err(e) = self.chats.set_chat_reason(&key, None).await {
+                tracing::warn!("cannot clear the pending reason: {e}");
+            }
             return false;
         };
         let actor = Actor {
@@ -189,15 +199,24 @@ impl Bot {
                 &actor,
             )
             .await;
-        match outcome {
-            Ok(_) => self.say(chat, "Denied, with your reason.").await,
-            Err(e) => {
-                self.say(chat, &escape_html(&format!("Not recorded: {e}")))
-                    .await
+        let approvals = self.service.approvals(&button.run_id).await.ok();
+        let approval = approvals
+            .as_ref()
+            .and_then(|all| all.iter().rev().find(|a| a.call_id == button.call_id));
+        match (&outcome, approval.map(|a| &a.state)) {
+            (Ok(_), _) => self.say(chat, "Denied, with your reason.").await,
+            (Err(_), Some(ApprovalState::Decided(d))) => {
+                self.say(chat, &escape_html(&standing(d))).await;
+            }
+            (Err(e), _) => {
+                self.say(chat, &escape_html(&visible(&format!("Not recorded: {e}"))))
+                    .await;
             }
         }
-        if let Ok(all) = self.service.approvals(&button.run_id).await
-            && let Some(approval) = all.iter().rev().find(|a| a.call_id == button.call_id)
+        if let Err(e) = self.chats.take_message_key(&update.key, Some(&key)).await {
+            tracing::warn!("cannot clear the pending reason: {e}");
+        }
+        if let Some(approval) = approval
             && let ApprovalState::Decided(d) = &approval.state
         {
             let text = render::decided_html(
@@ -219,12 +238,12 @@ impl Bot {
     }
 }
 
-/// What a late press is told: the decision that stands.
+/// What a late press is told: the decision that stands (who and how, made visible).
 fn standing(d: &toren_runtime::Decided) -> String {
     format!(
         "Already decided: {} by {} via {}.",
         if d.approved { "approved" } else { "denied" },
-        d.by,
-        d.via
+        visible(&d.by),
+        visible(&d.via)
     )
 }

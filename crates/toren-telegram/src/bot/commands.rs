@@ -6,7 +6,7 @@ use tokio::task::JoinSet;
 use toren_display::visible;
 use toren_runtime::{Actor, ApprovalState};
 
-use super::{Bot, files};
+use super::{Bot, Handling, files};
 use crate::channel::TELEGRAM;
 use crate::render::escape_html;
 use crate::types::User;
@@ -24,6 +24,7 @@ impl Bot {
         chat: i64,
         user: &User,
         text: &str,
+        update: &Handling,
         _tasks: &mut JoinSet<()>,
     ) {
         let mut words = text.split_whitespace();
@@ -32,26 +33,15 @@ impl Bot {
         let command = command.split('@').next().unwrap_or(command);
         let argument = words.next();
         let reply = match command {
-            "/start" | "/help" => self.start(chat).await,
-            "/new" => match self.session_of(chat).await {
-                Ok(old) => match self.new_session(chat, old.agent.clone()).await {
-                    Ok(session) => format!(
-                        "New session <code>{}</code> with agent <b>{}</b>; the old one (<code>{}</code>) is kept.",
-                        escape_html(&session.name),
-                        escape_html(&visible(&session.agent.name)),
-                        escape_html(&old.name)
-                    ),
-                    Err(e) => format!("Cannot start a new session: {}", escape_html(&e)),
-                },
-                Err(e) => format!("Cannot open this chat's session: {}", escape_html(&e)),
-            },
-            "/agent" => self.agent(chat, argument).await,
-            "/files" => match self.session_of(chat).await {
+            "/start" | "/help" => self.start(chat, update.id).await,
+            "/new" => self.fresh(chat, update.id).await,
+            "/agent" => self.agent(chat, argument, update.id).await,
+            "/files" => match self.session_of(chat, update.id).await {
                 Ok(session) => files::tree(&session).await,
                 Err(e) => format!("Cannot open this chat's session: {}", escape_html(&e)),
             },
-            "/cancel" => self.cancel(chat, user).await,
-            "/status" => self.status(chat).await,
+            "/cancel" => self.cancel(chat, user, update).await,
+            "/status" => self.status(chat, update.id).await,
             _ => format!(
                 "Unknown command {}.\n{HELP}",
                 escape_html(&visible(command))
@@ -60,8 +50,52 @@ impl Bot {
         self.say(chat, &reply).await;
     }
 
-    async fn start(&self, chat: i64) -> String {
-        match self.session_of(chat).await {
+    /// `/new`: a session of the chat's agent (the default when none is bound) named by
+    /// the update, so the same `/new` handled again makes no second one.
+    async fn fresh(&self, chat: i64, update: i64) -> String {
+        let name = Self::session_name(chat, update);
+        let old = match self.chats.chat_session(&chat.to_string()).await {
+            Ok(bound) => bound.filter(|bound| *bound != name),
+            Err(e) => {
+                return format!(
+                    "Cannot read this chat's session: {}",
+                    escape_html(&visible(&e.to_string()))
+                );
+            }
+        };
+        let agent = match &old {
+            Some(old) => self.service.session(old).await.ok().map(|s| s.agent),
+            None => None,
+        };
+        let agent = match agent {
+            Some(agent) => agent,
+            None => match self.agents.find(&self.settings.agent) {
+                Ok(agent) => agent,
+                Err(e) => return format!("Cannot load the agent: {}", escape_html(&visible(&e))),
+            },
+        };
+        match self.new_session(chat, agent, update).await {
+            Ok(session) => {
+                let mut text = format!(
+                    "New session <code>{}</code> with agent <b>{}</b>",
+                    escape_html(&session.name),
+                    escape_html(&visible(&session.agent.name)),
+                );
+                match old {
+                    Some(old) => text.push_str(&format!(
+                        "; the old one (<code>{}</code>) is kept.",
+                        escape_html(&visible(&old))
+                    )),
+                    None => text.push('.'),
+                }
+                text
+            }
+            Err(e) => format!("Cannot start a new session: {}", escape_html(&visible(&e))),
+        }
+    }
+
+    async fn start(&self, chat: i64, update: i64) -> String {
+        match self.session_of(chat, update).await {
             Ok(session) => {
                 let workspace = session
                     .policy
@@ -82,11 +116,14 @@ impl Bot {
         }
     }
 
-    async fn agent(&self, chat: i64, name: Option<&str>) -> String {
+    async fn agent(&self, chat: i64, name: Option<&str>, update: i64) -> String {
         let Some(name) = name else {
             let mut names = vec![self.settings.agent.clone()];
-            names.extend(self.settings.agents.iter().cloned());
-            names.dedup();
+            for name in &self.settings.agents {
+                if !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
             return format!(
                 "Usage: /agent NAME, one of: {}",
                 escape_html(&names.join(", "))
@@ -103,12 +140,12 @@ impl Bot {
             Err(e) => {
                 return format!(
                     "Cannot load agent {}: {}",
-                    escape_html(name),
-                    escape_html(&e)
+                    escape_html(&visible(name)),
+                    escape_html(&visible(&e))
                 );
             }
         };
-        match self.new_session(chat, agent).await {
+        match self.new_session(chat, agent, update).await {
             Ok(session) => format!(
                 "New session <code>{}</code> with agent <b>{}</b>.",
                 escape_html(&session.name),
@@ -118,8 +155,8 @@ impl Bot {
         }
     }
 
-    async fn running(&self, chat: i64) -> Option<toren_store::SessionTurnRow> {
-        let session = self.session_of(chat).await.ok()?;
+    async fn running(&self, chat: i64, update: i64) -> Option<toren_store::SessionTurnRow> {
+        let session = self.session_of(chat, update).await.ok()?;
         let view = self.service.session_view(&session.name).await.ok()?;
         view.turns
             .into_iter()
@@ -127,10 +164,22 @@ impl Bot {
             .find(|t| !t.status.is_terminal())
     }
 
-    async fn cancel(&self, chat: i64, user: &User) -> String {
-        let Some(turn) = self.running(chat).await else {
+    /// `/cancel`: its key is taken first, so the same `/cancel` handled again cannot cancel
+    /// a later turn (at most once: a crash between the two leaves the turn running).
+    async fn cancel(&self, chat: i64, user: &User, update: &Handling) -> String {
+        let Some(turn) = self.running(chat, update.id).await else {
             return "No turn is running.".to_owned();
         };
+        match self.chats.take_message_key(&update.key, None).await {
+            Ok(true) => {}
+            Ok(false) => return "This /cancel was handled already.".to_owned(),
+            Err(e) => {
+                return format!(
+                    "Cannot cancel now: {}",
+                    escape_html(&visible(&e.to_string()))
+                );
+            }
+        }
         let actor = Actor {
             by: user.decider(),
             via: TELEGRAM.to_owned(),
@@ -145,18 +194,18 @@ impl Bot {
             .await
         {
             Ok(_) => format!("Cancelling turn {}.", turn.turn),
-            Err(e) => format!("Cannot cancel: {}", escape_html(&e.to_string())),
+            Err(e) => format!("Cannot cancel: {}", escape_html(&visible(&e.to_string()))),
         }
     }
 
-    async fn status(&self, chat: i64) -> String {
-        let session = match self.session_of(chat).await {
+    async fn status(&self, chat: i64, update: i64) -> String {
+        let session = match self.session_of(chat, update).await {
             Ok(session) => session,
             Err(e) => return format!("Cannot open this chat's session: {}", escape_html(&e)),
         };
         let view = match self.service.session_view(&session.name).await {
             Ok(view) => view,
-            Err(e) => return escape_html(&e.to_string()),
+            Err(e) => return escape_html(&visible(&e.to_string())),
         };
         let mut text = format!(
             "Session <code>{}</code>, agent <b>{}</b>, {} turn(s).",

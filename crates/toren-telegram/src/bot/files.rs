@@ -1,10 +1,12 @@
 //! Files between the person and the workspace: an incoming photo or document is saved
-//! under `uploads/` in the session's workspace (never overwriting: a number is added), and
-//! the turn says where; `/files` lists the workspace tree.
+//! under `uploads/` in the session's workspace through its directory handle (never
+//! overwriting other bytes: a number is added; the same bytes again are the same file),
+//! and the turn says where; `/files` lists the workspace tree.
 
 use std::path::{Path, PathBuf};
 
 use toren_display::visible;
+use toren_sandbox::{EntryKind, Workspace};
 use toren_store::Session;
 
 use super::Bot;
@@ -43,6 +45,8 @@ fn safe_name(name: &str) -> String {
 }
 
 /// Saves the photo or document of `message` into the workspace; the note for the turn.
+/// The same upload handled again (after a crash) finds its file by its bytes instead of
+/// saving a second copy.
 pub(super) async fn save_upload(
     bot: &Bot,
     session: &Session,
@@ -73,52 +77,50 @@ pub(super) async fn save_upload(
         .download(&file_id)
         .await
         .map_err(|e| e.to_string())?;
-    let uploads = root.join("uploads");
-    let path = tokio::task::spawn_blocking(move || write_new(&uploads, &name, &bytes))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-    let relative = path
-        .strip_prefix(&root)
-        .unwrap_or(&path)
-        .display()
-        .to_string();
-    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let size = bytes.len();
+    let relative = tokio::task::spawn_blocking(move || {
+        let workspace = Workspace::open_path(&root).map_err(|e| e.to_string())?;
+        save_once(&workspace, &name, &bytes)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
     Ok(format!(
         "[The person sent a file; it is saved in the workspace at {relative} ({size} bytes).]"
     ))
 }
 
-/// Writes `bytes` as `dir/name`, or `name-2`, `name-3`, … when taken; never follows a link.
-fn write_new(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    use std::io::Write as _;
-    std::fs::create_dir_all(dir)?;
+/// Writes `bytes` as `uploads/name`, or `name-2`, `name-3`, … when a file of other bytes
+/// has the name; a file with these bytes already is reused. Through the workspace's
+/// handle, so nothing the agent left in `uploads/` (a symlink out) is followed out of it.
+fn save_once(workspace: &Workspace, name: &str, bytes: &[u8]) -> Result<String, String> {
     let (stem, ext) = match name.rsplit_once('.') {
         Some((stem, ext)) if !stem.is_empty() => (stem.to_owned(), format!(".{ext}")),
         _ => (name.to_owned(), String::new()),
     };
+    let limit = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     for n in 1..1000 {
         let candidate = if n == 1 {
-            dir.join(name)
+            format!("uploads/{name}")
         } else {
-            dir.join(format!("{stem}-{n}{ext}"))
+            format!("uploads/{stem}-{n}{ext}")
         };
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&candidate)
-        {
-            Ok(mut file) => {
-                file.write_all(bytes)?;
+        match workspace.metadata(&candidate) {
+            Err(toren_sandbox::Error::NotFound { .. }) => {
+                workspace
+                    .write(&candidate, bytes)
+                    .map_err(|e| e.to_string())?;
                 return Ok(candidate);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.to_string()),
+            Ok(info) if info.kind == EntryKind::File && info.len == limit => {
+                if workspace.read(&candidate, limit).is_ok_and(|b| b == bytes) {
+                    return Ok(candidate);
+                }
+            }
+            Ok(_) => {}
         }
     }
-    Err(std::io::Error::other(
-        "too many files of that name in uploads/",
-    ))
+    Err("too many files of that name in uploads/".to_owned())
 }
 
 /// The workspace tree, for `/files`.

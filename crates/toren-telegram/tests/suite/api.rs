@@ -1,7 +1,9 @@
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use toren_channel::{ChannelError, ChannelFactory, Delivery};
 use toren_protocol::{ChannelBinding, RunId};
+use toren_store::{ChatStore, SqliteStore};
 use toren_telegram::{BotApi, TelegramChannels};
 use toren_test_support::telegram::FakeTelegram;
 
@@ -65,6 +67,18 @@ async fn errors_never_show_the_token() {
     assert!(!format!("{error:?}").contains("secret-token-value"));
 }
 
+/// A store for the delivery ledger, in a temporary directory.
+#[expect(
+    clippy::unwrap_used,
+    reason = "a test's helper: a failure fails the test"
+)]
+async fn ledger() -> (tempfile::TempDir, Arc<dyn ChatStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("toren.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    (dir, Arc::new(store))
+}
+
 fn png() -> Vec<u8> {
     let mut bytes =
         b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89".to_vec();
@@ -75,11 +89,8 @@ fn png() -> Vec<u8> {
 #[tokio::test]
 async fn the_channel_sends_photos_and_documents_byte_for_byte_once() {
     let fake = FakeTelegram::start(TOKEN).unwrap();
-    let ledger = tempfile::tempdir().unwrap();
-    let channels = TelegramChannels::new(
-        BotApi::new(&fake.url(), TOKEN).unwrap(),
-        ledger.path().to_owned(),
-    );
+    let (_dir, ledger) = ledger().await;
+    let channels = TelegramChannels::new(BotApi::new(&fake.url(), TOKEN).unwrap(), ledger);
     let run = RunId::new();
     let binding = ChannelBinding {
         kind: "telegram".into(),
@@ -117,21 +128,70 @@ async fn the_channel_sends_photos_and_documents_byte_for_byte_once() {
         messages[1].upload.as_ref().unwrap().filename.as_deref(),
         Some("notes.png")
     );
-    // The same call again (a re-run after a crash) is not sent twice.
+    // The same call again (a re-run after a crash) is not sent twice, also by a channel
+    // made afresh (a restarted process): the ledger is the store's.
     let again = channel.deliver(&photo).await.unwrap();
     assert!(again.repeated);
     assert_eq!(again.receipt, delivered.receipt);
+    let fresh = channels.channel(&run, &binding).unwrap();
+    assert!(fresh.deliver(&photo).await.unwrap().repeated);
     assert_eq!(fake.calls_of("sendPhoto").len(), 1);
+}
+
+#[tokio::test]
+async fn captions_and_names_are_made_visible_and_sent_as_plain_text() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let (_dir, ledger) = ledger().await;
+    let channels = TelegramChannels::new(BotApi::new(&fake.url(), TOKEN).unwrap(), ledger);
+    let run = RunId::new();
+    let binding = ChannelBinding {
+        kind: "telegram".into(),
+        address: "77".into(),
+    };
+    let channel = channels.channel(&run, &binding).unwrap();
+    let caption = format!("<b>bold</b> & \u{202e}evil\u{1b}[2J{}", "x".repeat(2000));
+    channel
+        .deliver(&Delivery::new(
+            run.clone(),
+            "call_1",
+            "re\u{202e}port.txt",
+            b"text".to_vec(),
+            Some(caption),
+        ))
+        .await
+        .unwrap();
+    let call = fake.calls_of("sendDocument").remove(0);
+    let sent = call.str("caption").unwrap();
+    assert!(
+        sent.starts_with("<b>bold</b> & ⟨U+202E⟩evil⟨ESC⟩[2Jxxx"),
+        "{sent}"
+    );
+    assert_eq!(
+        sent.chars().count(),
+        1024,
+        "cut to Telegram's caption limit"
+    );
+    assert!(sent.ends_with('…'));
+    assert_eq!(call.str("parse_mode"), None, "tags are shown, never parsed");
+    assert_eq!(
+        call.uploads[0].filename.as_deref(),
+        Some("re⟨U+202E⟩port.txt")
+    );
+}
+
+#[test]
+fn a_bot_id_is_the_number_before_the_colon_and_never_the_secret() {
+    assert_eq!(toren_telegram::bot_id("123456:abc"), "123456");
+    assert_eq!(toren_telegram::bot_id("no-colon-all-secret"), "unknown");
+    assert_eq!(toren_telegram::bot_id("secret:abc"), "unknown");
+    assert_eq!(toren_telegram::bot_id(":abc"), "unknown");
 }
 
 #[tokio::test]
 async fn size_limits_are_clear_tool_errors() {
     let fake = FakeTelegram::start(TOKEN).unwrap();
-    let ledger = tempfile::tempdir().unwrap();
-    let channels = TelegramChannels::new(
-        BotApi::new(&fake.url(), TOKEN).unwrap(),
-        ledger.path().to_owned(),
-    );
+    let (_dir, ledger) = ledger().await;
+    let channels = TelegramChannels::new(BotApi::new(&fake.url(), TOKEN).unwrap(), ledger);
     let run = RunId::new();
     let binding = ChannelBinding {
         kind: "telegram".into(),

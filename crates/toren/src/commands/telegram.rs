@@ -131,7 +131,6 @@ async fn build(
     };
     let turns = Arc::new(Turns::new());
     let holder = holder::this_process();
-    let ledger = settings.home.join("telegram").join("deliveries");
     let worker = Worker::new(WorkerConfig {
         store: Arc::clone(service.store()),
         models: Arc::new(wiring::models(settings)),
@@ -152,7 +151,7 @@ async fn build(
     .with_history(Arc::new(service.clone()))
     .with_channels(Arc::new(Channels::new().with(
         TELEGRAM,
-        Arc::new(TelegramChannels::new(api.clone(), ledger)),
+        Arc::new(TelegramChannels::new(api.clone(), Arc::clone(&chats))),
     )));
     let agents = toren_config::list_agents(&settings.agents_dir)
         .map(|list| list.into_iter().map(|a| a.name).collect())

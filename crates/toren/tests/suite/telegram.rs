@@ -284,7 +284,10 @@ fn a_bot_killed_while_a_turn_waits_for_approval_resumes_and_the_old_button_works
     let ran = fake.wait_for(WAIT, |v| {
         v.messages(USER).iter().any(|m| m.text.contains("It ran."))
     });
+    // The reply streams in before the run's end is journaled.
+    let completed = newest_status_becomes(&toren, "completed");
     let stderr = stop(child);
+    assert!(completed, "{stderr}");
     assert!(ran, "{stderr}");
     assert_eq!(fake.answer(press).as_deref(), Some("Approved."));
     assert!(find(&toren.sandbox_root(), "approved.txt").is_some());
@@ -683,4 +686,449 @@ fn the_reply_is_one_message_edited_as_it_streams_within_the_throttle() {
     let edits = replies[0].edits;
     // 40 words over about 2 s: edited as they come, at most once per 1.2 s.
     assert!((1..=3).contains(&edits), "{edits} edits");
+}
+
+/// Waits (a bounded poll of `toren runs list`) until the newest run has `status`.
+fn newest_status_becomes(toren: &Toren, status: &str) -> bool {
+    for _ in 0..600 {
+        if runs(toren).first().is_some_and(|r| r["status"] == status) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn sessions(toren: &Toren) -> Vec<Value> {
+    let out = toren.run(&["sessions", "list", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Makes every write of the bot's offset fail (a trigger in the SQLite file), so each
+/// update is handled and then not remembered, as when the process dies between handling
+/// an update and storing its offset; `false` drops the trigger.
+fn offsets_fail(toren: &Toren, fail: bool) {
+    let sql = if fail {
+        "CREATE TRIGGER offset_fails_i BEFORE INSERT ON chat_offsets \
+         BEGIN SELECT RAISE(ABORT, 'injected: the offset is not stored'); END;\
+         CREATE TRIGGER offset_fails_u BEFORE UPDATE ON chat_offsets \
+         BEGIN SELECT RAISE(ABORT, 'injected: the offset is not stored'); END;"
+    } else {
+        "DROP TRIGGER offset_fails_i; DROP TRIGGER offset_fails_u;"
+    };
+    let db = toren.dir.path().join("toren/toren.db");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], timeout=30)\nc.executescript(sys.argv[2])\nc.close()",
+            db.to_str().unwrap(),
+            sql,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+fn count_with(messages: &[&BotMessage], needle: &str) -> usize {
+    messages.iter().filter(|m| m.text.contains(needle)).count()
+}
+
+#[test]
+fn an_update_handled_again_after_a_crash_makes_no_second_turn_session_or_upload() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file("tg.script.yaml", "turns:\n  - text: \"Reply.\"\n");
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    let hi = fake.send_text(USER, "hi");
+    assert!(
+        fake.wait_for(WAIT, |v| v.confirmed() > hi
+            && count_with(&v.messages(USER), "Reply.") == 1),
+        "{:?}",
+        fake.calls()
+    );
+    // From here on the offset is never stored: every update is handed out again and again,
+    // and handled again each time.
+    offsets_fail(&toren, true);
+    let new = fake.send_text(USER, "/new");
+    let upload = fake.send_file(USER, "data.csv", b"a,b\n1,2\n", Some("my data"), false);
+    let again = fake.wait_for(WAIT, |v| {
+        v.handed(upload) >= 3 && v.handed(new) >= 3 && count_with(&v.messages(USER), "Reply.") >= 2
+    });
+    assert!(again, "{:?}", fake.handed());
+    // Then the process dies (SIGKILL) before any of it was remembered, and starts again.
+    let mut child = child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    offsets_fail(&toren, false);
+    let child = bot(&toren);
+    let confirmed = fake.wait_for(WAIT, |v| v.confirmed() > upload);
+    let stderr = stop(child);
+    assert!(confirmed, "{stderr}");
+    assert!(fake.handed()[&upload] >= 4, "{:?}", fake.handed());
+
+    // One turn per message, one session per /new, one file per upload.
+    let all = runs(&toren);
+    assert_eq!(all.len(), 2, "{all:?}");
+    let listed = sessions(&toren);
+    assert_eq!(
+        listed.len(),
+        2,
+        "the old session and the one /new made: {listed:?}"
+    );
+    assert_eq!(
+        count_with(&fake.messages(USER).iter().collect::<Vec<_>>(), "Reply."),
+        2,
+        "one reply per turn"
+    );
+    let events = toren.events(all[0]["id"].as_str().unwrap());
+    assert!(
+        events[0]["input"]
+            .as_str()
+            .unwrap()
+            .contains("uploads/data.csv"),
+        "{}",
+        events[0]["input"]
+    );
+    let uploads = find(&toren.sandbox_root(), "uploads").unwrap();
+    let names: Vec<String> = std::fs::read_dir(&uploads)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["data.csv"], "saved once");
+    assert!(
+        stderr.contains("handled before"),
+        "the restarted bot saw the message was handled: {stderr}"
+    );
+}
+
+#[test]
+fn groups_are_refused_unless_listed_and_a_refusal_is_said_once_across_restarts() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake).env("TOREN_TELEGRAM_GROUPS", "-600");
+    toren.file("tg.script.yaml", "turns:\n  - text: \"Reply.\"\n");
+    toren.agent("tg", "name: tg\nmodel: scripted/tg.script.yaml\n");
+    let child = bot(&toren);
+    fake.send_text_in(-500, "group", USER, "hello group");
+    fake.send_text_in(-500, "group", USER, "again");
+    fake.send_text(STRANGER, "let me in");
+    let listed = fake.send_text_in(-600, "supergroup", USER, "hi from the listed group");
+    assert!(fake.wait_for(WAIT, |v| v.confirmed() > listed
+        && count_with(&v.messages(-600), "Reply.") == 1));
+    let refusals = fake.messages(-500);
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert!(
+        refusals[0].text.contains("-500") && refusals[0].text.contains("TOREN_TELEGRAM_GROUPS"),
+        "{}",
+        refusals[0].text
+    );
+    stop(child);
+    // Started again, the bot remembers whom it told.
+    let child = bot(&toren);
+    fake.send_text_in(-500, "group", USER, "still here");
+    fake.send_text(STRANGER, "hello?");
+    let marker = fake.send_text(USER, "hi");
+    let handled = fake.wait_for(WAIT, |v| {
+        v.confirmed() > marker && count_with(&v.messages(USER), "Reply.") == 1
+    });
+    let stderr = stop(child);
+    assert!(handled, "{stderr}");
+    assert_eq!(fake.messages(-500).len(), 1, "one refusal per group");
+    assert_eq!(fake.messages(STRANGER).len(), 1, "one refusal per stranger");
+    let all = runs(&toren);
+    assert_eq!(all.len(), 2, "the listed group's and the user's: {all:?}");
+    let addresses: Vec<Value> = all
+        .iter()
+        .map(|r| toren.events(r["id"].as_str().unwrap())[0]["channel"]["address"].clone())
+        .collect();
+    assert!(addresses.contains(&Value::from("-600")), "{addresses:?}");
+}
+
+/// Sends `text` and waits for a message containing `expect`; returns that message.
+fn ask(fake: &FakeTelegram, text: &str, expect: &str) -> BotMessage {
+    let before = fake.messages(USER).len();
+    fake.send_text(USER, text);
+    let found = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .skip(before)
+            .any(|m| m.text.contains(expect))
+    });
+    assert!(found, "{text}: no {expect:?} in {:?}", fake.messages(USER));
+    fake.messages(USER)
+        .into_iter()
+        .skip(before)
+        .find(|m| m.text.contains(expect))
+        .unwrap()
+}
+
+#[test]
+fn agent_new_files_and_status_commands_answer() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo hi > made.txt\"}\n  - text: \"Made it.\"\n",
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    toren.file("other.script.yaml", "turns:\n  - text: \"Other here.\"\n");
+    toren.agent(
+        "other",
+        "name: other\nmodel: scripted/other.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    let unknown = ask(&fake, "/agent nope", "There is no agent");
+    assert!(unknown.text.contains("nope"), "{}", unknown.text);
+    let usage = ask(&fake, "/agent", "Usage: /agent NAME");
+    assert!(
+        usage.text.contains("other") && usage.text.contains("tg"),
+        "{}",
+        usage.text
+    );
+    ask(&fake, "/files", "The workspace is empty.");
+    ask(&fake, "make it", "Made it.");
+    let files = ask(&fake, "/files", "made.txt");
+    assert_eq!(files.text, "<pre>made.txt (3 B)\n</pre>");
+    let first = sessions(&toren);
+    assert_eq!(first.len(), 1);
+    let switched = ask(&fake, "/agent other", "with agent <b>other</b>");
+    assert!(
+        switched.text.starts_with("New session <code>telegram-111-"),
+        "{}",
+        switched.text
+    );
+    ask(&fake, "who is there", "Other here.");
+    let fresh = ask(&fake, "/new", "New session");
+    assert!(
+        fresh.text.contains("with agent <b>other</b>; the old one"),
+        "{}",
+        fresh.text
+    );
+    let status = ask(&fake, "/status", "turn(s)");
+    let stderr = stop(child);
+    assert!(
+        status.text.contains("agent <b>other</b>, 0 turn(s)."),
+        "{}",
+        status.text
+    );
+    let listed = sessions(&toren);
+    assert_eq!(
+        listed.len(),
+        3,
+        "every session is kept: {listed:?} {stderr}"
+    );
+    let agents: Vec<&str> = listed
+        .iter()
+        .map(|s| s["agent"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        agents.iter().filter(|a| **a == "other").count(),
+        2,
+        "{agents:?}"
+    );
+    assert_eq!(runs(&toren).len(), 2);
+}
+
+#[test]
+fn cancel_stops_the_running_turn() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"sleep 30; echo late > late.txt\"}\n  - text: \"Not reached.\"\n",
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    ask(&fake, "/cancel", "No turn is running.");
+    fake.send_text(USER, "go");
+    // Wait for the command to be under way.
+    let mut started = false;
+    for _ in 0..600 {
+        if let Some(run) = toren.newest_run()
+            && toren.event_types(&run).iter().any(|t| t == "tool_started")
+        {
+            started = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(started, "the command never started");
+    ask(&fake, "/cancel", "Cancelling turn 1.");
+    let ended = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Turn cancelled; the session is kept."))
+    });
+    let stderr = stop(child);
+    assert!(ended, "{stderr}");
+    let run = toren.newest_run().unwrap();
+    assert_eq!(runs(&toren)[0]["status"], "cancelled");
+    let events = toren.events(&run);
+    let cancelled = events
+        .iter()
+        .find(|e| e["type"] == "run_cancelled")
+        .unwrap();
+    assert_eq!(cancelled["by"], "telegram:111", "{cancelled}");
+    assert_eq!(cancelled["via"], "telegram", "{cancelled}");
+    assert!(
+        find(&toren.sandbox_root(), "late.txt").is_none(),
+        "the command was stopped"
+    );
+    assert!(
+        !fake
+            .messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Not reached.")),
+        "the model was not asked again"
+    );
+}
+
+#[test]
+fn a_long_command_is_shown_whole_on_request_and_a_late_press_is_told_what_stands() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    let long = format!("echo {}", "x".repeat(2000));
+    toren.file(
+        "tg.script.yaml",
+        &format!(
+            "turns:\n  - tool_calls:\n      - bash: {{command: \"{long}\"}}\n  - text: \"Not run, fine.\"\n"
+        ),
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: always\n",
+    );
+    let child = bot(&toren);
+    fake.send_text(USER, "go");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| !m.buttons().is_empty())
+    }));
+    let asked = with_buttons(&fake.messages(USER)).remove(0);
+    assert!(
+        asked.text.contains("… (505 more characters)</pre>"),
+        "{}",
+        asked.text
+    );
+    assert!(!asked.text.contains(&long));
+    let labels: Vec<String> = asked.buttons().into_iter().map(|(l, _)| l).collect();
+    assert_eq!(
+        labels,
+        [
+            "✅ Approve",
+            "❌ Deny",
+            "✍️ Deny with reason",
+            "📜 Show all"
+        ]
+    );
+    fake.press(USER, asked.message_id, &button(&asked, "s:"));
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text == format!("<pre>{long}</pre>"))
+    }));
+    fake.press(USER, asked.message_id, &button(&asked, "d:"));
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Not run, fine."))
+    }));
+    let late = fake.press(USER, asked.message_id, &button(&asked, "a:"));
+    let told = fake.wait_for(WAIT, |v| v.answer(late).is_some());
+    let stderr = stop(child);
+    assert!(told, "{stderr}");
+    assert_eq!(
+        fake.answer(late).as_deref(),
+        Some("Already decided: denied by telegram:111 via telegram.")
+    );
+    let shown = fake.message(USER, asked.message_id).unwrap();
+    assert!(
+        shown
+            .text
+            .contains("❌ Denied by telegram:111 via telegram"),
+        "{}",
+        shown.text
+    );
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "approval_decided")
+            .count(),
+        1
+    );
+    assert!(events.iter().all(|e| e["type"] != "tool_started"));
+}
+
+#[test]
+fn hostile_text_from_the_model_and_the_sandbox_reaches_telegram_escaped_and_visible() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        r##"
+turns:
+  - tool_calls:
+      - bash: {command: "printf 'x' > \"$(printf 'evil\\033[31m\\342\\200\\256name')\" && printf '# hi' > notes.md && echo '<b>&'"}
+  - tool_calls:
+      - send_to_channel: {path: notes.md, caption: "cap \u202e <i>x</i> & \e[2J"}
+  - text: "Bidi \u202e evil, esc \e[31m red, <b>bold</b> & co"
+"##,
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    fake.send_text(USER, "go");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| m.text.contains("Bidi"))
+    }));
+    let files = ask(&fake, "/files", "notes.md");
+    let stderr = stop(child);
+    let messages = fake.messages(USER);
+    let reply = messages.iter().find(|m| m.text.contains("Bidi")).unwrap();
+    assert!(
+        reply
+            .text
+            .ends_with("\nBidi ⟨U+202E⟩ evil, esc ⟨ESC⟩[31m red, &lt;b&gt;bold&lt;/b&gt; &amp; co"),
+        "{}\n{stderr}",
+        reply.text
+    );
+    assert!(
+        reply
+            .text
+            .contains("&amp;&amp; echo '&lt;b&gt;&amp;'</code> → exit 0"),
+        "the tool line is escaped: {}",
+        reply.text
+    );
+    let document = messages.iter().find(|m| m.kind == "document").unwrap();
+    assert_eq!(document.text, "cap ⟨U+202E⟩ <i>x</i> & ⟨ESC⟩[2J");
+    assert_eq!(document.parse_mode, None, "a caption is plain text");
+    assert!(
+        files.text.contains("evil⟨ESC⟩[31m⟨U+202E⟩name (1 B)"),
+        "{}",
+        files.text
+    );
+    for message in &messages {
+        assert!(
+            !message
+                .text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+            "a raw control or bidi character reached Telegram: {:?}",
+            message.text
+        );
+    }
 }

@@ -2,7 +2,11 @@
 //! where an operator keeps secrets (`~/.aws`, `~/.ssh`, `~/.docker`, beside the database,
 //! in another run's workspace). From inside the sandbox no probe finds any of them; only
 //! `MY_APP_DB_URL`, and only when the agent grants it. No canary reaches the event log, the
-//! database files, any process's argv, or any file the runtime writes.
+//! database files, any process's argv, or any file the runtime writes. [`telegram_secrets`]
+//! runs the same probes as a session turn driven from Telegram (`toren telegram` against
+//! the local Bot API server, its bot token a canary): nothing finds a canary there either,
+//! and none reaches the event log, the database, a log line at debug, a file the runtime
+//! wrote, or a message sent to Telegram.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -361,4 +365,130 @@ pub(crate) fn suite(backend: &Backend) {
         count += 1;
     }
     report(backend, "secrets", count);
+}
+
+#[test]
+fn telegram_secrets() {
+    use std::os::unix::process::ExitStatusExt as _;
+    use toren_test_support::telegram::FakeTelegram;
+
+    const USER: i64 = 111;
+    let (toren, canaries) = plant(harness::toren_for(&super::LOCAL));
+    // A bot token is `<id>:<secret>`: the secret is the canary.
+    let secret = canaries
+        .vars
+        .iter()
+        .find(|(name, _)| *name == "TELEGRAM_BOT_TOKEN")
+        .map(|(_, value)| value.clone())
+        .unwrap();
+    let token = format!("4242:{secret}");
+    let fake = FakeTelegram::start(&token).unwrap();
+    let toren = toren
+        .env("TELEGRAM_BOT_TOKEN", &token)
+        .env("TELEGRAM_API_URL", &fake.url())
+        .env("TOREN_TELEGRAM_USERS", &USER.to_string())
+        .env("TOREN_TELEGRAM_AGENT", "nosy")
+        .env("TOREN_LOG", "debug");
+    let probes = probes(&canaries, &toren.sandbox_root());
+    let calls: Vec<Call> = probes.iter().map(|(c, _)| c.clone()).collect();
+    harness::agent(&toren, "nosy", "  approval: never\n", &[calls]);
+    // Its log (at debug, long) goes to a file: a pipe nobody reads would fill and stall it.
+    let log_path = toren.dir.path().join("bot.log");
+    let mut child = toren
+        .command(&["telegram"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    fake.send_text(USER, "probe");
+    let mut argv_leaks: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut done = false;
+    while std::time::Instant::now() < deadline && !done {
+        for (_, line) in harness::command_lines() {
+            if canaries.values().any(|v| line.contains(v)) {
+                argv_leaks.push(line);
+            }
+        }
+        done = fake.wait_for(std::time::Duration::from_millis(15), |v| {
+            v.messages(USER)
+                .iter()
+                .any(|m| m.text.contains("probes done"))
+        });
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = std::fs::read(&log_path).unwrap();
+    std::fs::remove_file(&log_path).unwrap();
+    let stderr = text(&log);
+    assert!(
+        done,
+        "the turn did not end: {:?}\n{stderr}",
+        toren.newest_run().map(|run| toren.events(&run))
+    );
+    let ran = harness::Ran::collect(
+        &toren,
+        std::process::Output {
+            status: std::process::ExitStatus::from_raw(0),
+            stdout: Vec::new(),
+            stderr: log,
+        },
+    );
+    assert!(
+        ran.events[0]["session"].is_object() && ran.events[0]["channel"]["kind"] == "telegram",
+        "a Telegram session turn: {}",
+        ran.events[0]
+    );
+    for (i, (probe, proof)) in probes.iter().enumerate() {
+        let result = ran.result(i);
+        for value in canaries.values() {
+            assert!(
+                !result.output.contains(value),
+                "probe {probe:?} found canary {value}:\n{}",
+                result.output
+            );
+        }
+        assert!(
+            result.output.contains(proof),
+            "probe {probe:?} did not run as intended (expected {proof:?}):\n{}",
+            result.output
+        );
+    }
+    assert_eq!(argv_leaks, Vec::<String>::new(), "canaries in argv");
+    for value in canaries.never() {
+        assert!(
+            !ran.log_text().contains(value),
+            "the event log holds {value}"
+        );
+        assert!(
+            !stderr.contains(value),
+            "a log line holds {value}: {stderr}"
+        );
+        for call in fake.calls() {
+            assert!(
+                !call.params.to_string().contains(value),
+                "a call to Telegram holds {value}: {call:?}"
+            );
+        }
+    }
+    assert!(
+        stderr.contains("DEBUG"),
+        "the bot logged at debug: {stderr}"
+    );
+    // Nor the database files, nor any file the runtime wrote (the planted ones aside).
+    let planted: Vec<&PathBuf> = canaries.files.iter().map(|(p, _)| p).collect();
+    let written = files_under(&toren.dir.path().join("toren"));
+    assert!(
+        written.iter().any(|p| p.starts_with(&canaries.db_dir)),
+        "the bot's database is under the canary directory"
+    );
+    for file in written {
+        if planted.contains(&&file) {
+            continue;
+        }
+        let bytes = std::fs::read(&file).unwrap();
+        for value in canaries.never() {
+            assert!(!contains(&bytes, value), "{} holds {value}", file.display());
+        }
+    }
 }
