@@ -263,6 +263,16 @@ pub const TOREN_AGENT_CONCURRENCY: EnvVar = EnvVar {
     secret: false,
 };
 
+pub const TOREN_TEST_EGRESS_CA: EnvVar = EnvVar {
+    name: "TOREN_TEST_EGRESS_CA",
+    default: None,
+    description: "TESTS ONLY: a PEM file of the certificates the egress proxy verifies the \
+                  hosts it injects secrets for against, instead of the system's roots (how \
+                  the trust suite's TLS test server plays such a host). Leave it unset in \
+                  production.",
+    secret: false,
+};
+
 pub const TOREN_TEST_EGRESS_HOSTS: EnvVar = EnvVar {
     name: "TOREN_TEST_EGRESS_HOSTS",
     default: None,
@@ -335,6 +345,7 @@ pub const ENV_VARS: &[EnvVar] = &[
     TOREN_WORKSPACE_VOLUME,
     TOREN_AGENT_CONCURRENCY,
     TOREN_TEST_EGRESS_HOSTS,
+    TOREN_TEST_EGRESS_CA,
     DOCKER_HOST,
     E2B_API_KEY,
     E2B_DOMAIN,

@@ -42,6 +42,9 @@ pub struct Settings {
     /// `TOREN_TEST_EGRESS_HOSTS` (tests only): `name=ip,…` the egress proxies resolve
     /// so; parsed by the binary's wiring.
     pub test_egress_hosts: Option<String>,
+    /// `TOREN_TEST_EGRESS_CA` (tests only): the PEM file the egress proxies verify the hosts
+    /// that get secrets against; `None`: the system's roots.
+    pub test_egress_ca: Option<PathBuf>,
     /// `E2B_API_KEY`: the e2b backend's credential (never granted to a sandbox).
     pub e2b_api_key: Option<Secret>,
     /// `E2B_API_URL`, else `https://api.<E2B_DOMAIN>`.
@@ -207,6 +210,7 @@ impl Settings {
             exec_helper: read(&env_vars::TOREN_EXEC_HELPER).map(PathBuf::from),
             docker_host: read(&env_vars::DOCKER_HOST),
             test_egress_hosts: read(&env_vars::TOREN_TEST_EGRESS_HOSTS),
+            test_egress_ca: read(&env_vars::TOREN_TEST_EGRESS_CA).map(PathBuf::from),
             e2b_api_key: read(&env_vars::E2B_API_KEY).map(Secret::new),
             e2b_api_url: match read(&env_vars::E2B_API_URL) {
                 Some(url) => http_url(&env_vars::E2B_API_URL, Some(url))?,

@@ -77,6 +77,37 @@ pub(crate) fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// Fails (exit 2, before any run exists) unless every secret `policy` injects through the
+/// egress proxy (`sandbox.secrets`) is set in this process's environment, which drives the
+/// run and hands the values to its proxy. The message names the variables, never a value.
+/// A run driven by another process (a worker) is checked there, when its sandbox opens.
+pub(crate) fn require_secrets(policy: Option<&ResolvedPolicy>) -> Result<(), Failure> {
+    let Some(egress) = policy.and_then(|policy| policy.egress.as_ref()) else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = egress
+        .secrets
+        .iter()
+        .map(|secret| secret.name.as_str())
+        .filter(|name| env_lookup(name).is_none())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Failure::usage(anyhow!(
+        "the agent injects the secret{} {} through its egress proxy, and {} not set: set {} in \
+         the environment of the process that drives the run",
+        if missing.len() == 1 { "" } else { "s" },
+        missing.join(", "),
+        if missing.len() == 1 {
+            "it is"
+        } else {
+            "they are"
+        },
+        if missing.len() == 1 { "it" } else { "them" },
+    )))
+}
+
 /// A store as the binary uses it: the event log, the sessions and the worker registry,
 /// whichever backend holds them.
 pub(crate) trait Store: EventLog + SessionStore + WorkerRegistry + ChatStore {}
@@ -180,6 +211,10 @@ async fn backend_named(name: &str, settings: &Settings) -> Result<Backend, Failu
                 Some(resolver) => backend.with_egress_resolver(resolver),
                 None => backend,
             };
+            let backend = match egress_upstream(settings)? {
+                Some(trust) => backend.with_egress_upstream(trust),
+                None => backend,
+            };
             backend.check().map_err(Failure::usage)?;
             Ok(Backend {
                 seam: Arc::new(backend),
@@ -249,6 +284,10 @@ pub(crate) async fn docker(settings: &Settings) -> Result<DockerBackend, Failure
         Some(resolver) => backend.with_egress_resolver(resolver),
         None => backend,
     };
+    let backend = match egress_upstream(settings)? {
+        Some(trust) => backend.with_egress_upstream(trust),
+        None => backend,
+    };
     let status = backend.check().await.map_err(Failure::usage)?;
     tracing::info!(
         server = %status.server_version,
@@ -261,6 +300,27 @@ pub(crate) async fn docker(settings: &Settings) -> Result<DockerBackend, Failure
         );
     }
     Ok(backend)
+}
+
+/// What the egress proxies verify the hosts that get secrets against: the system's roots
+/// (`None`), unless the test-only `TOREN_TEST_EGRESS_CA` names a PEM file (the trust
+/// suite's TLS test server plays such a host with a certificate of its own CA).
+fn egress_upstream(
+    settings: &Settings,
+) -> Result<Option<toren_sandbox::egress::UpstreamTrust>, Failure> {
+    let Some(path) = &settings.test_egress_ca else {
+        return Ok(None);
+    };
+    let pem = std::fs::read(path).map_err(|e| {
+        Failure::usage(anyhow!(
+            "TOREN_TEST_EGRESS_CA: cannot read `{}`: {e}",
+            path.display()
+        ))
+    })?;
+    tracing::warn!(
+        "TOREN_TEST_EGRESS_CA is set: secret hosts are verified against it (tests only)"
+    );
+    Ok(Some(toren_sandbox::egress::UpstreamTrust::Only(pem)))
 }
 
 /// How the egress proxies (runs with `network: [hosts…]`) resolve names: the system's

@@ -15,6 +15,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         toren_config::find_agent(&args.agent, &settings.agents_dir).map_err(Failure::usage)?;
     let service = wiring::service_for(&settings).await?;
     let policy = service.resolve_policy(&agent).map_err(Failure::usage)?;
+    wiring::require_secrets(policy.as_ref())?;
     let host = Host::new(&agent, policy.as_ref(), &settings, &service).await?;
 
     let created = service

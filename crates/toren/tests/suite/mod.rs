@@ -18,6 +18,7 @@ mod pinned_workspace;
 mod postgres_store;
 mod providers;
 mod pty;
+mod redaction;
 mod resume;
 mod scripted;
 mod send;

@@ -12,6 +12,7 @@
 mod approval;
 mod bad_input;
 mod egress;
+mod egress_secrets;
 mod hardening;
 pub(crate) mod harness;
 mod network;
@@ -101,6 +102,11 @@ fn local_network_policy() {
 }
 
 #[test]
+fn local_secret_injection() {
+    egress_secrets::suite(&LOCAL);
+}
+
+#[test]
 fn local_paths() {
     paths::suite(&LOCAL);
 }
@@ -158,6 +164,11 @@ fn docker_network() {
 #[test]
 fn docker_network_policy() {
     egress::suite(&DOCKER);
+}
+
+#[test]
+fn docker_secret_injection() {
+    egress_secrets::suite(&DOCKER);
 }
 
 #[test]

@@ -273,7 +273,10 @@ pub(crate) fn suite(backend: &Backend) {
     let granted = harness::run_watching(&toren, "granted", &mut sample);
     granted.assert_completed();
     let length = granted.result(3).output.clone();
-    assert_eq!(length, format!("length={}\n", canaries.my_app.len()));
+    assert_eq!(
+        length,
+        format!("length={}\n[exit code: 0]", canaries.my_app.len())
+    );
     for i in 0..2 {
         let output = &granted.result(i).output;
         assert!(

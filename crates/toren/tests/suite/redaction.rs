@@ -1,0 +1,102 @@
+//! Redaction by value through the real binary (issue 18, part 5): a granted variable's value
+//! that a command prints is journaled as `[redacted:NAME]`, so `toren events`, the next
+//! model request (the fake Anthropic server records it) and the debug log never hold it,
+//! while the command did see the real value (the file it wrote has it). A value that is
+//! too short to redact (under 4 bytes) is left as it is.
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+use toren_protocol::{AssistantMessage, ToolCall};
+use toren_test_support::{FakeAnthropic, Reply};
+
+use super::common::{Toren, read, text};
+
+const VALUE: &str = "tok-9f3a6c1e-granted-value";
+
+#[test]
+fn a_granted_value_printed_by_a_command_is_redacted_in_the_journal_and_the_model_request() {
+    let command = "echo \"token=$MY_TOKEN short=$SHORT\"; printf '%s' \"$MY_TOKEN\" > seen.txt";
+    let fake = FakeAnthropic::start(vec![
+        Reply::Turn(AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![ToolCall::new("c1", "bash", json!({ "command": command }))],
+        }),
+        Reply::text("printed it"),
+    ])
+    .unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url())
+        .env("MY_TOKEN", VALUE)
+        .env("SHORT", "ab1")
+        .env("TOREN_LOG", "debug");
+    toren.agent(
+        "printer",
+        "name: printer\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n  \
+         env: [MY_TOKEN, SHORT]\n",
+    );
+    let out = toren.run(&["run", "printer", "--input", "print the token"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let run = toren.newest_run().unwrap();
+
+    // The command saw the real value.
+    assert_eq!(read(&toren.workspace(&run).join("seen.txt")), VALUE);
+
+    // The journal has it redacted, the short value as it is.
+    let events = toren.events(&run);
+    let completed: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_completed")
+        .map(|e| e["output"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        completed,
+        vec!["token=[redacted:MY_TOKEN] short=ab1\n[exit code: 0]"]
+    );
+    let journal = serde_json::to_string(&events).unwrap();
+    assert!(!journal.contains(VALUE), "the journal holds the value");
+
+    // So does what the model was sent next.
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let second = String::from_utf8_lossy(&requests[1].raw_body);
+    assert!(
+        second.contains("token=[redacted:MY_TOKEN] short=ab1"),
+        "{second}"
+    );
+    for request in &requests {
+        assert!(
+            !String::from_utf8_lossy(&request.raw_body).contains(VALUE),
+            "a model request holds the value"
+        );
+    }
+
+    // And no log line, at debug.
+    assert!(
+        !stderr.contains(VALUE),
+        "the log holds the value:\n{stderr}"
+    );
+    assert!(!text(&out.stdout).contains(VALUE));
+}
+
+#[test]
+fn a_run_whose_injected_secret_is_unset_is_not_created_and_the_error_names_it() {
+    let toren = Toren::new().env("ANTHROPIC_API_KEY", "sk-ant-test");
+    toren.agent(
+        "injector",
+        "name: injector\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  network: [api.github.com]\n  \
+         secrets:\n    GITHUB_TOKEN: {hosts: [api.github.com], header: \"Authorization: Bearer ${value}\"}\n",
+    );
+    let out = toren.run(&["run", "injector", "--input", "hi"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the secret GITHUB_TOKEN"), "{stderr}");
+    assert_eq!(toren.newest_run(), None, "no run was created");
+    // The pinned policy of a run that does start names the secret and its host only.
+    let out = toren.run(&[
+        "check",
+        toren.agents().join("injector.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
