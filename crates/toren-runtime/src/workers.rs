@@ -53,7 +53,12 @@ impl RunService {
             .await?
             .into_iter()
             .filter_map(|w| {
-                let reason = w.beat.passed_over.into_iter().find(|p| &p.run == run)?.reason;
+                let reason = w
+                    .beat
+                    .passed_over
+                    .into_iter()
+                    .find(|p| &p.run == run)?
+                    .reason;
                 Some(PassedOverBy {
                     worker: w.beat.id,
                     reason,

@@ -80,10 +80,7 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         .unserved_volume(&view)
         .await
         .map_err(Failure::failed)?;
-    let passed_over = service
-        .passed_over(&view)
-        .await
-        .map_err(Failure::failed)?;
+    let passed_over = service.passed_over(&view).await.map_err(Failure::failed)?;
     let summary = view.summary;
     let Some(state) = view.state else {
         // Recorded as failed by the service; the summary and the reason are all there is.

@@ -104,7 +104,10 @@ async fn beat(
                 run: run.clone(),
                 reason: reason.clone(),
             });
-            (book.driving.iter().cloned().collect(), passed_over.collect())
+            (
+                book.driving.iter().cloned().collect(),
+                passed_over.collect(),
+            )
         };
         runs.sort();
         passed_over.sort_by(|a, b| a.run.cmp(&b.run));
