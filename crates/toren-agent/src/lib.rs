@@ -14,6 +14,7 @@ mod compact;
 mod context;
 mod decide;
 mod prompt;
+mod rewind;
 mod state;
 mod usage;
 

@@ -89,6 +89,8 @@ pub struct RunState {
     pub(crate) compaction: crate::Compaction,
     /// The token usage of the run's model answers, summed.
     pub(crate) usage: toren_protocol::Usage,
+    /// The steps a rewind can go back to, and a restore due (`rewind`).
+    pub(crate) line: crate::rewind::Line,
 }
 
 impl RunState {
@@ -138,7 +140,9 @@ impl RunState {
             used_ids,
             compaction: crate::Compaction::default(),
             usage: toren_protocol::Usage::default(),
+            line: crate::rewind::Line::default(),
         };
+        crate::rewind::mark(&mut state);
         for event in rest {
             state.apply(event)?;
         }
@@ -156,8 +160,10 @@ impl RunState {
         if event.seq != self.last_seq + 1 {
             return Err(bad(format!("expected seq {}", self.last_seq + 1)));
         }
+        self.line.event_folded();
         match &event.kind {
             EventKind::RunCreated(_) => return Err(bad("the run was already created".into())),
+            EventKind::Rewound(r) => crate::rewind::rewind(self, event.seq, r).map_err(bad)?,
             EventKind::ModelResponded(r) => {
                 if !self.pending.is_empty() {
                     return Err(bad("tool calls of the previous turn are unanswered".into()));
@@ -273,6 +279,7 @@ impl RunState {
             self.status = status;
         }
         self.last_seq = event.seq;
+        crate::rewind::mark(self);
         Ok(())
     }
 

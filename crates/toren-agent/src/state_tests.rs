@@ -22,6 +22,7 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
             source: None,
         },
         policy: Some(ResolvedPolicy {
+            checkpoints: Default::default(),
             backend: "local".into(),
             image: None,
             network: false,

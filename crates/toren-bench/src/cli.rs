@@ -48,6 +48,9 @@ pub(crate) enum Command {
     /// Postgres and on SQLite (no-tool and one-bash agents), the claim latency from a run's
     /// creation to its first worker event, and each store's per-event commit cost.
     Fleet(crate::fleet::FleetArgs),
+    /// The workspace checkpoint taken before each tool call, on a 20,000-file tree with
+    /// one file changed per call; a checkpoint with nothing changed; a restore.
+    Checkpoint(crate::checkpoint::CheckpointArgs),
     /// Every other benchmark in turn (their defaults, or small loads with --quick): each
     /// table printed, each JSON written, and a summary in target/toren-bench/all.json.
     All(crate::all::AllArgs),

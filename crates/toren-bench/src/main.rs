@@ -11,6 +11,7 @@
 
 mod all;
 mod api_load;
+mod checkpoint;
 mod cli;
 mod concurrency;
 mod fleet;
@@ -78,6 +79,7 @@ pub(crate) async fn run(command: Command, quick: bool) -> anyhow::Result<api_loa
         Command::ToolCall(args) => tool_call::run(args, quick).await,
         Command::SandboxStart(args) => sandbox_start::run(args, quick).await,
         Command::Fleet(args) => fleet::run(args, quick).await,
+        Command::Checkpoint(args) => checkpoint::run(args, quick).await,
         Command::All(args) => all::run(args, quick).await,
     }
 }

@@ -22,10 +22,13 @@
 //! Files are read beneath a handle on the workspace (`openat2` with `RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS`), so a process still running inside the sandbox that swaps a
 //! directory for a symlink after the walk saw it cannot make a checkpoint hold a file from
-//! outside. Known limits: the walk lists directories by path, so such a swap can still put
-//! the names (never the contents) of a directory outside into a manifest; restore works by
-//! path too, and is safe only while nothing runs in the sandbox (no front door restores yet).
+//! outside. A restore changes the workspace beneath that handle too (`beneath`: every
+//! directory on the way opened with the same flags, each change made relative to its
+//! parent's descriptor), so such a swap makes it fail, never reach outside. Known limit:
+//! the walk lists directories by path, so a swap can still put the names (never the
+//! contents) of a directory outside into a manifest.
 
+mod beneath;
 mod diff;
 mod exclude;
 mod store;

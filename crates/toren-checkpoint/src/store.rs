@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::beneath;
 use crate::walk::{self, Found};
 use crate::{Error, Exclude, Result, io};
 
@@ -302,7 +303,10 @@ impl Store {
 
     /// Makes the workspace what it was at checkpoint `id`: paths added since are removed,
     /// changed ones written back with their modes (and mtimes), symlinks re-made. Excluded
-    /// paths are left alone. Safe to run again after an interruption.
+    /// paths are left alone. Safe to run again after an interruption (it converges on the
+    /// same workspace). Every change is made beneath a handle on the workspace, never by
+    /// host path (`beneath`), so a symlink a process in the sandbox put in place cannot
+    /// lead the restore outside.
     pub fn restore(&self, id: &str, workspace: &Path, exclude: &Exclude) -> Result<()> {
         let manifest = self.manifest(id)?;
         for entry in &manifest.entries {
@@ -313,13 +317,14 @@ impl Store {
                 });
             }
         }
+        let root = beneath::open_root(workspace)?;
         let wanted: HashMap<&str, &Entry> = manifest
             .entries
             .iter()
             .map(|e| (e.path.as_str(), e))
             .collect();
         let current = walk::walk(workspace, exclude)?;
-        let mut unchanged: HashSet<String> = HashSet::new();
+        let mut unchanged: HashMap<String, u32> = HashMap::new();
         let mut removed_dirs: Vec<String> = Vec::new();
         // Remove what should not be there, or is there as another kind of thing.
         for Found { path, meta } in &current.found {
@@ -328,14 +333,11 @@ impl Store {
             }) {
                 continue;
             }
-            let full = workspace.join(path);
             let ft = meta.file_type();
             let keep = match wanted.get(path.as_str()).map(|e| &e.kind) {
                 Some(EntryKind::Dir) => ft.is_dir(),
                 Some(EntryKind::Symlink { target }) => {
-                    ft.is_symlink()
-                        && fs::read_link(&full)
-                            .is_ok_and(|t| t.to_string_lossy() == target.as_str())
+                    ft.is_symlink() && link_target(&root, path).as_deref() == Some(target.as_str())
                 }
                 Some(EntryKind::File {
                     size,
@@ -349,7 +351,7 @@ impl Store {
                         && (*mtime_ns, *ctime_ns) == walk::times(meta)
                         && *ino == meta.ino()
                     {
-                        unchanged.insert(path.clone());
+                        unchanged.insert(path.clone(), meta.mode() & 0o7777);
                     }
                     ft.is_file()
                 }
@@ -358,45 +360,34 @@ impl Store {
             if keep {
                 continue;
             }
+            beneath::remove(&root, path)?;
             if ft.is_dir() {
-                fs::remove_dir_all(&full).map_err(io("remove", &full))?;
                 removed_dirs.push(path.clone());
-            } else {
-                fs::remove_file(&full).map_err(io("remove", &full))?;
             }
         }
         // Make what should be there, parents first (the entries are sorted).
         for entry in &manifest.entries {
-            let full = workspace.join(&entry.path);
             match &entry.kind {
                 EntryKind::Dir => {
-                    if !full.is_dir() {
-                        fs::create_dir(&full).map_err(io("create", &full))?;
-                    }
+                    beneath::make_dir(&root, &entry.path)?;
                     // Writable while its children are written; its mode at the end.
-                    fs::set_permissions(&full, fs::Permissions::from_mode(0o700))
-                        .map_err(io("chmod", &full))?;
+                    beneath::chmod_dir(&root, &entry.path, 0o700)?;
                 }
                 EntryKind::Symlink { target } => {
-                    if fs::symlink_metadata(&full).is_err() {
-                        std::os::unix::fs::symlink(target, &full).map_err(io("symlink", &full))?;
+                    if link_target(&root, &entry.path).is_none() {
+                        beneath::make_symlink(&root, &entry.path, target)?;
                     }
                 }
-                EntryKind::File { hash, mtime_ns, .. } => {
-                    if !unchanged.contains(&entry.path) {
-                        self.write_back(id, hash, &full, entry.mode, *mtime_ns)?;
-                    } else {
-                        fs::set_permissions(&full, fs::Permissions::from_mode(entry.mode))
-                            .map_err(io("chmod", &full))?;
-                    }
-                }
+                EntryKind::File { hash, mtime_ns, .. } => match unchanged.get(&entry.path) {
+                    Some(mode) if *mode == entry.mode => {}
+                    Some(_) => beneath::chmod_file(&root, &entry.path, entry.mode)?,
+                    None => self.write_back(id, hash, &root, &entry.path, entry.mode, *mtime_ns)?,
+                },
             }
         }
         for entry in manifest.entries.iter().rev() {
             if entry.kind == EntryKind::Dir {
-                let full = workspace.join(&entry.path);
-                fs::set_permissions(&full, fs::Permissions::from_mode(entry.mode))
-                    .map_err(io("chmod", &full))?;
+                beneath::chmod_dir(&root, &entry.path, entry.mode)?;
             }
         }
         Ok(())
@@ -406,7 +397,8 @@ impl Store {
         &self,
         id: &str,
         hash: &str,
-        full: &Path,
+        root: &File,
+        path: &str,
         mode: u32,
         mtime_ns: i64,
     ) -> Result<()> {
@@ -421,7 +413,8 @@ impl Store {
             }
             Err(e) => return Err(io("open", &blob)(e)),
         };
-        let mut out = walk::create_nofollow(full, 0o600)?;
+        let full = Path::new(path);
+        let mut out = beneath::create_file(root, path)?;
         std::io::copy(&mut source, &mut out).map_err(io("write", full))?;
         let secs = mtime_ns.div_euclid(1_000_000_000);
         let nanos = mtime_ns.rem_euclid(1_000_000_000);
@@ -532,4 +525,12 @@ fn safe_path(path: &str) -> bool {
         && path
             .split('/')
             .all(|n| !n.is_empty() && n != "." && n != "..")
+}
+
+/// The target of the symlink at `path`, read beneath `root`; `None` if it is not one.
+fn link_target(root: &File, path: &str) -> Option<String> {
+    let (dir, name) = beneath::parent(root, path).ok()?;
+    nix::fcntl::readlinkat(&dir, name)
+        .ok()
+        .map(|t| t.to_string_lossy().into_owned())
 }

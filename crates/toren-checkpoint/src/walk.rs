@@ -1,8 +1,8 @@
 //! Walking a workspace without following symlinks, and opening its files without following
 //! one either.
 
-use std::fs::{File, Metadata, OpenOptions};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::{File, Metadata};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
@@ -95,23 +95,6 @@ pub(crate) fn open_beneath(root: &File, rel: &Path) -> Result<(File, Metadata)> 
         File::from(openat2(root, rel, how).map_err(|e| io("open", rel)(std::io::Error::from(e)))?);
     let meta = file.metadata().map_err(io("stat", rel))?;
     Ok((file, meta))
-}
-
-/// Creates a new regular file for writing (whatever was at the path is removed first, so
-/// a hard link's other names are never written through), refusing a symlink.
-pub(crate) fn create_nofollow(path: &Path, mode: u32) -> Result<File> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io("remove", path)(e)),
-    }
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
-        .open(path)
-        .map_err(io("create", path))
 }
 
 /// Nanoseconds since the epoch of the modification and change times.

@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use serde_saphyr::{Location, Spanned};
-use toren_protocol::{AgentSpec, ApprovalPolicy, OnInterrupt, ResourceLimits, SandboxSpec};
+use toren_protocol::{
+    AgentSpec, ApprovalPolicy, CheckpointPolicy, OnInterrupt, ResourceLimits, SandboxSpec,
+};
 
 use crate::diagnostic::{Diagnostic, Position};
 use crate::error::{Error, Result};
@@ -250,7 +252,7 @@ impl Checker<'_> {
                 sandbox.referenced,
                 format!("`sandbox` must be true, false or a mapping, found {found}"),
                 "`sandbox: true` gives the agent a sandbox with the defaults; a mapping sets \
-                 `image`, `network`, `approval`, `env`, `limits` and `on_interrupt`",
+                 `image`, `network`, `approval`, `env`, `limits`, `on_interrupt` and `checkpoints`",
             )),
         }
     }
@@ -318,6 +320,10 @@ impl Checker<'_> {
             None => ResourceLimits::default(),
             Some(limits) => self.limits(limits)?,
         };
+        let checkpoints = match mapping.checkpoints {
+            None => CheckpointPolicy::default(),
+            Some(checkpoints) => self.checkpoints(checkpoints)?,
+        };
         Ok(SandboxSpec {
             image,
             network,
@@ -326,6 +332,7 @@ impl Checker<'_> {
             env,
             limits,
             on_interrupt,
+            checkpoints,
         })
     }
 

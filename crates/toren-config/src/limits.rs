@@ -113,7 +113,13 @@ impl Checker<'_> {
         Ok(bytes)
     }
 
-    fn count(&self, key: &str, count: Spanned<RawCount>, min: u64, max: u64) -> Result<u64> {
+    pub(crate) fn count(
+        &self,
+        key: &str,
+        count: Spanned<RawCount>,
+        min: u64,
+        max: u64,
+    ) -> Result<u64> {
         let message = match count.value {
             RawCount::Integer(value) => match u64::try_from(value) {
                 Ok(n) if (min..=max).contains(&n) => return Ok(n),

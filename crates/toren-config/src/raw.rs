@@ -53,6 +53,26 @@ pub(crate) struct RawSandboxMapping {
     pub(crate) on_interrupt: Option<Spanned<String>>,
     #[serde(default)]
     pub(crate) secrets: Option<Spanned<crate::secrets::RawSecrets>>,
+    #[serde(default)]
+    pub(crate) checkpoints: Option<Spanned<RawCheckpoints>>,
+}
+
+/// `checkpoints:` inside `sandbox:` — `true`, `false`, a mapping, or something else.
+#[derive(Debug)]
+pub(crate) enum RawCheckpoints {
+    Flag(bool),
+    Mapping(Box<RawCheckpointsMapping>),
+    Other(Found),
+}
+
+/// The mapping form of `checkpoints:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCheckpointsMapping {
+    #[serde(default)]
+    pub(crate) exclude: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub(crate) keep: Option<Spanned<RawCount>>,
 }
 
 /// `network:` inside `sandbox:` — `true`, `false`, a list of hosts, a mapping
@@ -384,5 +404,50 @@ impl<'de> Deserialize<'de> for RawNetwork {
         }
 
         deserializer.deserialize_any(NetworkVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawCheckpoints {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CheckpointsVisitor;
+
+        impl<'de> Visitor<'de> for CheckpointsVisitor {
+            type Value = RawCheckpoints;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("true, false or a mapping")
+            }
+
+            fn visit_bool<E: de::Error>(self, value: bool) -> Result<RawCheckpoints, E> {
+                Ok(RawCheckpoints::Flag(value))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawCheckpoints, A::Error> {
+                RawCheckpointsMapping::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|mapping| RawCheckpoints::Mapping(Box::new(mapping)))
+            }
+
+            fn visit_str<E: de::Error>(self, value: &str) -> Result<RawCheckpoints, E> {
+                Ok(RawCheckpoints::Other(Found::string(value)))
+            }
+
+            fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawCheckpoints, E> {
+                Ok(RawCheckpoints::Other(Found::number(value)))
+            }
+
+            fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawCheckpoints, E> {
+                Ok(RawCheckpoints::Other(Found::number(value)))
+            }
+
+            fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawCheckpoints, E> {
+                Ok(RawCheckpoints::Other(Found::number(value)))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RawCheckpoints, A::Error> {
+                skip_seq(seq).map(RawCheckpoints::Other)
+            }
+        }
+
+        deserializer.deserialize_any(CheckpointsVisitor)
     }
 }

@@ -76,6 +76,58 @@ pub struct SandboxSpec {
     /// What to do with a bash call interrupted mid-command, on resume.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_interrupt: OnInterrupt,
+    /// Workspace checkpoints (`sandbox.checkpoints`); specs pinned before it existed get
+    /// the default (on, nothing excluded, 100 kept).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub checkpoints: CheckpointPolicy,
+}
+
+/// Workspace checkpoints: taken before each session turn and each call that can change the
+/// workspace (bash, write_file, edit_file), kept outside the workspace, for `toren diff`
+/// and `toren rewind`. The agent file's `sandbox.checkpoints`: absent or `true` is the
+/// default, `false` turns them off, a mapping `{exclude, keep}` tunes them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CheckpointPolicy {
+    /// `false`: no checkpoints, so nothing to diff or rewind to.
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    /// Gitignore-like patterns not recorded nor restored (`node_modules/`, `*.log`,
+    /// `build/out`); by default nothing is excluded, so a rewind undoes everything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Checkpoints kept per workspace (older ones are pruned).
+    #[serde(default = "default_keep")]
+    pub keep: u32,
+}
+
+impl CheckpointPolicy {
+    pub const DEFAULT_KEEP: u32 = 100;
+
+    /// No checkpoints.
+    pub fn off() -> Self {
+        Self {
+            enabled: false,
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for CheckpointPolicy {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            exclude: Vec::new(),
+            keep: Self::DEFAULT_KEEP,
+        }
+    }
+}
+
+fn enabled() -> bool {
+    true
+}
+
+fn default_keep() -> u32 {
+    CheckpointPolicy::DEFAULT_KEEP
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -191,4 +243,7 @@ pub struct ResolvedPolicy {
     /// sandbox), which any worker may drive, and in runs created before volumes existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume: Option<String>,
+    /// Pinned like the rest; runs created before it existed get the default (on).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub checkpoints: CheckpointPolicy,
 }

@@ -8,6 +8,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::Rewound;
 use crate::{AgentSpec, AssistantMessage, ResolvedPolicy, RunId, RunStatus, Usage};
 
 /// The version written into every new event.
@@ -65,6 +66,9 @@ pub enum EventKind {
     /// Since v1 (added later; older logs have none). A file the agent sent reached the
     /// person through the run's channel; journaled with the call's `tool_completed`.
     MessageDelivered(MessageDelivered),
+    /// Since v1 (added later; older logs have none). The run goes back to an earlier
+    /// step, workspace and conversation together; the events in between stay.
+    Rewound(Rewound),
 }
 
 impl EventKind {
@@ -83,6 +87,7 @@ impl EventKind {
             Self::RunCancelled(_) => "run_cancelled",
             Self::ContextCompacted(_) => "context_compacted",
             Self::MessageDelivered(_) => "message_delivered",
+            Self::Rewound(_) => "rewound",
         }
     }
 
@@ -104,6 +109,9 @@ impl EventKind {
             | Self::SandboxProvisioned(_)
             | Self::ContextCompacted(_)
             | Self::MessageDelivered(_) => Some(RunStatus::Running),
+            // Back at an earlier step: claimable again; what it waits for next (a model
+            // call, a decision) the state machine decides from the fold.
+            Self::Rewound(_) => Some(RunStatus::Running),
         }
     }
 }

@@ -12,10 +12,12 @@ mod ids;
 mod message;
 mod models;
 mod network;
+mod rewind;
 mod secrets;
 mod status;
 mod tool_args;
 
+pub use agent::CheckpointPolicy;
 pub use agent::{
     AgentSpec, ApprovalPolicy, OnInterrupt, ResolvedPolicy, ResourceLimits, SandboxSpec,
 };
@@ -30,6 +32,7 @@ pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
 pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window};
 pub use network::{EgressPolicy, HostPattern, HostVerdict};
+pub use rewind::Rewound;
 pub use secrets::{SECRET_PLACEHOLDER, SecretRule};
 pub use status::{RunStatus, UnknownStatus};
 pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};

@@ -255,6 +255,7 @@ mod tests {
         assert_eq!((old.network, &old.egress), (true, &None));
         assert_eq!(old.network_label(), "true");
         let pinned = crate::ResolvedPolicy {
+            checkpoints: Default::default(),
             network: false,
             egress: Some(EgressPolicy {
                 allow: vec![pattern("pypi.org"), pattern("*.github.com")],

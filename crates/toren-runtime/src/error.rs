@@ -49,6 +49,10 @@ impl Error {
                     | toren_store::Error::TurnInProgress { .. }
                     | toren_store::Error::BadCursor { .. }
             ),
+            // A rewind refused (a step it cannot go back to, no checkpoint), or a run that a
+            // live process drives.
+            Self::Worker(toren_worker::Error::Rewind { .. }) => true,
+            Self::Worker(toren_worker::Error::Store(toren_store::Error::Leased { .. })) => true,
             Self::Workspace(_) | Self::Worker(_) | Self::NoSessions | Self::NoWorkers => false,
         }
     }

@@ -15,6 +15,7 @@ mod error;
 mod follow;
 mod policy;
 mod queries;
+mod rewind;
 mod service;
 mod sessions;
 mod workers;

@@ -47,5 +47,6 @@ pub fn resolve_policy(
         on_interrupt: sandbox.on_interrupt,
         sandbox_key: None,
         volume: settings.volume.clone(),
+        checkpoints: sandbox.checkpoints.clone(),
     }))
 }

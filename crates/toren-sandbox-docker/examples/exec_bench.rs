@@ -51,6 +51,7 @@ async fn main() -> anyhow::Result<()> {
     let status = backend.check().await?;
     let info = backend.client().info().await?;
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: DockerBackend::NAME.to_owned(),
         image: Some(image.clone()),
         network: false,

@@ -18,6 +18,7 @@ mod listing;
 mod metrics;
 mod openapi;
 mod redact;
+mod rewind;
 mod runs;
 mod session_events;
 mod sessions;
@@ -93,6 +94,7 @@ fn guarded_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(runs::create, runs::list))
         .routes(routes!(runs::get))
         .routes(routes!(runs::cancel))
+        .routes(routes!(rewind::rewind))
         .routes(routes!(events::events))
         .routes(routes!(runs::approvals))
         .routes(routes!(runs::decide))

@@ -80,8 +80,9 @@ pub struct Worker {
     /// Whether a run that waits for a human is let go of ([`Outcome::AwaitingApproval`])
     /// rather than waited on.
     park_approvals: bool,
-    /// Workspace checkpoints before each call that can change the workspace (`None`: off).
-    pub(crate) checkpoints: Option<Arc<toren_checkpoint::Policy>>,
+    /// Whether this worker takes workspace checkpoints (each run by its pinned
+    /// `checkpoints` policy) before each call that can change the workspace.
+    pub(crate) checkpoints: bool,
 }
 
 /// What driving one run holds besides its state.
@@ -102,17 +103,18 @@ impl Worker {
             history: None,
             channels: Arc::new(NoChannels),
             park_approvals: false,
-            checkpoints: None,
+            checkpoints: false,
         }
     }
 
     /// The same worker, checkpointing the workspace (in the store beside it, see
     /// [`toren_checkpoint::Policy::store_for`]) before each `bash`, `write_file` and
-    /// `edit_file` call of a sandbox whose workspace is on this host (local, docker); the
+    /// `edit_file` call of a sandbox whose workspace is on this host (local, docker), as
+    /// each run's pinned `checkpoints` policy says (excludes, how many kept, or none); the
     /// id is recorded in that call's `tool_started`.
     #[must_use]
-    pub fn with_checkpoints(mut self, policy: toren_checkpoint::Policy) -> Self {
-        self.checkpoints = Some(Arc::new(policy));
+    pub fn with_checkpoints(mut self) -> Self {
+        self.checkpoints = true;
         self
     }
 
@@ -274,6 +276,9 @@ impl Worker {
             Ok(state) => state,
             Err(error) => return self.fail_corrupt(lease, &events, &error).await,
         };
+        // A rewind whose restore may not have finished (its process died): the workspace
+        // is made the checkpoint's before anything else happens in it.
+        crate::restore_if_due(&state).await?;
         let model = self
             .config
             .models

@@ -46,6 +46,16 @@ pub enum Error {
         #[source]
         source: toren_model::Error,
     },
+    #[error("run {run} cannot be rewound: {why}")]
+    Rewind { run: String, why: String },
+    #[error(
+        "run {run} was rewound, and its workspace could not be restored ({source}); it was left as it is: resume it again once the checkpoint store is readable"
+    )]
+    Restore {
+        run: String,
+        #[source]
+        source: toren_checkpoint::Error,
+    },
     #[error("run {run} cannot go on: {source}; it was left as it is")]
     WorkspaceMissing {
         run: String,

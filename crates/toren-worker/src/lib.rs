@@ -12,17 +12,21 @@
 //! [`Approver`].
 
 mod approval;
+mod checkpoints;
 mod driver;
 mod error;
 mod heartbeat;
 mod hooks;
 mod redaction;
+mod rewind;
 mod step;
 mod unreplayable;
 
 pub mod holder;
 
+pub use checkpoints::checkpoint_policy;
 pub use driver::{Outcome, Worker, WorkerConfig};
 pub use error::Error;
 pub use hooks::{Approver, Decision, HistorySource, ModelFactory, Observer, Observers};
+pub use rewind::{RewindOutcome, plan as plan_rewind, restore_if_due, rewind};
 pub use unreplayable::fail_if_unreplayable;

@@ -286,12 +286,19 @@ impl Worker {
         call: &ToolCall,
         state: &RunState,
     ) -> Option<String> {
-        let policy = Arc::clone(self.checkpoints.as_ref()?);
-        if !matches!(call.name.as_str(), "bash" | "write_file" | "edit_file")
+        if !self.checkpoints
+            || !matches!(call.name.as_str(), "bash" | "write_file" | "edit_file")
             || !matches!(sandbox.backend(), "local" | "docker")
         {
             return None;
         }
+        let policy = match crate::checkpoint_policy(state.policy.as_ref()?) {
+            Ok(policy) => policy?,
+            Err(error) => {
+                tracing::warn!(run = %state.run_id, call = %call.id, %error, "the pinned checkpoint policy does not parse; the call runs without a checkpoint");
+                return None;
+            }
+        };
         let workspace = sandbox.workspace().path().to_path_buf();
         let taken = tokio::task::spawn_blocking(move || policy.checkpoint(&workspace)).await;
         match taken {

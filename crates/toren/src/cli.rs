@@ -51,6 +51,9 @@ pub(crate) enum Command {
     Events(EventsArgs),
     /// Show what changed in a run's workspace between two steps (from its checkpoints).
     Diff(DiffArgs),
+    /// Take a run back to an earlier step: its workspace and its conversation as they were
+    /// then (later events stay in the log); `toren resume` continues it from there.
+    Rewind(RewindArgs),
     /// Approve a bash command a run is waiting on.
     Approve(DecideArgs),
     /// Deny a bash command a run is waiting on; the reason goes to the model.
@@ -301,6 +304,16 @@ pub(crate) struct EventsArgs {
     /// Keep printing new events as they are appended, until the run ends.
     #[arg(long, short = 'f')]
     pub(crate) follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RewindArgs {
+    /// The run id.
+    pub(crate) run: String,
+    /// The step to go back to (an event's seq, see `toren events`): between turns, or
+    /// right after a model answer.
+    #[arg(long)]
+    pub(crate) to: u64,
 }
 
 #[derive(Debug, Args)]

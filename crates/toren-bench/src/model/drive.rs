@@ -67,6 +67,7 @@ pub(crate) async fn drive(
     let run = RunId::new();
     let workspace = Workspace::create(&settings.sandbox_root, run.as_str())?;
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: LocalBackend::NAME.to_owned(),
         image: None,
         network: false,
@@ -85,6 +86,7 @@ pub(crate) async fn drive(
             model: "bench".into(),
             instructions: None,
             sandbox: Some(SandboxSpec {
+                checkpoints: Default::default(),
                 image: None,
                 network: false,
                 egress: None,

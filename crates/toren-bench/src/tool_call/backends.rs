@@ -81,6 +81,7 @@ fn helper() -> anyhow::Result<PathBuf> {
 /// default limits (and, for docker, the default image).
 pub(crate) fn policy(backend: &str) -> ResolvedPolicy {
     ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: backend.to_owned(),
         image: (backend == DockerBackend::NAME).then(|| DEFAULT_IMAGE.to_owned()),
         network: false,

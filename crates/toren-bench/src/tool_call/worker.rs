@@ -89,6 +89,7 @@ pub(crate) async fn tool_calls(
             model: "bench".into(),
             instructions: None,
             sandbox: Some(SandboxSpec {
+                checkpoints: Default::default(),
                 image: policy.image.clone(),
                 network: false,
                 egress: None,

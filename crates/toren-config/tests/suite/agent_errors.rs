@@ -386,6 +386,48 @@ fn resource_limits_are_validated_where_they_are_written() {
 }
 
 #[test]
+fn checkpoints_are_validated_where_they_are_written() {
+    const HEAD: &str = "name: a\nmodel: anthropic/m\nsandbox:\n";
+    let cases: Vec<(&str, String, u64, u64)> = vec![
+        (
+            "checkpoints_wrong_type",
+            format!("{HEAD}  checkpoints: sometimes\n"),
+            4,
+            16,
+        ),
+        (
+            "checkpoints_unknown_key",
+            format!("{HEAD}  checkpoints:\n    excludes: [a]\n"),
+            5,
+            5,
+        ),
+        (
+            "checkpoints_bad_pattern",
+            format!("{HEAD}  checkpoints:\n    exclude: [ok/, ../up]\n"),
+            5,
+            20,
+        ),
+        (
+            "checkpoints_pattern_twice",
+            format!("{HEAD}  checkpoints:\n    exclude: [\"*.log\", \"*.log\"]\n"),
+            5,
+            24,
+        ),
+        (
+            "checkpoints_keep_zero",
+            format!("{HEAD}  checkpoints: {{keep: 0}}\n"),
+            4,
+            23,
+        ),
+    ];
+    let cases: Vec<Case<'_>> = cases
+        .iter()
+        .map(|(name, yaml, line, column)| (*name, yaml.as_str(), *line, *column))
+        .collect();
+    check(&cases);
+}
+
+#[test]
 fn yaml_structure_errors_keep_the_parser_position() {
     check(&[
         ("empty_file", "", 1, 1),

@@ -58,6 +58,7 @@ fn sandbox_true_means_every_default() {
     assert_eq!(
         spec.sandbox,
         Some(SandboxSpec {
+            checkpoints: Default::default(),
             image: None,
             network: false,
             egress: None,
@@ -116,6 +117,7 @@ max_turns: 7
             model: "openai/gpt-5".to_owned(),
             instructions: Some("Crunch the numbers.\nReport the totals.\n".to_owned()),
             sandbox: Some(SandboxSpec {
+                checkpoints: Default::default(),
                 image: Some("node:22-slim".to_owned()),
                 network: true,
                 egress: None,
@@ -202,4 +204,41 @@ fn the_example_agents_in_the_repository_are_valid() {
             Err(error) => panic!("{error}"),
         }
     }
+}
+
+#[test]
+fn checkpoints_are_on_by_default_off_with_false_and_tuned_by_a_mapping() {
+    let sandbox = |yaml: &str| {
+        parse(&format!("name: a\nmodel: anthropic/m\nsandbox:\n{yaml}"))
+            .sandbox
+            .map(|s| s.checkpoints)
+    };
+    let default = toren_protocol::CheckpointPolicy {
+        enabled: true,
+        exclude: Vec::new(),
+        keep: 100,
+    };
+    assert_eq!(sandbox("  image: x\n"), Some(default.clone()));
+    assert_eq!(sandbox("  checkpoints: true\n"), Some(default.clone()));
+    assert_eq!(
+        sandbox("  checkpoints: false\n"),
+        Some(toren_protocol::CheckpointPolicy {
+            enabled: false,
+            ..default.clone()
+        })
+    );
+    assert_eq!(
+        sandbox(
+            "  checkpoints:\n    exclude: [node_modules/, \"*.log\", build/out]\n    keep: 7\n"
+        ),
+        Some(toren_protocol::CheckpointPolicy {
+            enabled: true,
+            exclude: vec!["node_modules/".into(), "*.log".into(), "build/out".into()],
+            keep: 7,
+        })
+    );
+    assert_eq!(
+        sandbox("  checkpoints: {keep: 3}\n"),
+        Some(toren_protocol::CheckpointPolicy { keep: 3, ..default })
+    );
 }

@@ -36,6 +36,7 @@ async fn interrupted(
     let agent = home.agent(
         "careful",
         Some(SandboxSpec {
+            checkpoints: Default::default(),
             on_interrupt: OnInterrupt::Ask,
             ..sandbox(ApprovalPolicy::Never)
         }),

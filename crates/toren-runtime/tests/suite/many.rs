@@ -23,6 +23,7 @@ const RUNS: usize = 50;
 /// `sandbox(approval)` granting the operator's variable `var`.
 fn granting(approval: ApprovalPolicy, var: &str) -> SandboxSpec {
     SandboxSpec {
+        checkpoints: Default::default(),
         env: vec![var.to_owned()],
         ..sandbox(approval)
     }

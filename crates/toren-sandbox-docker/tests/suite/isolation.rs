@@ -18,6 +18,7 @@ async fn interfaces(network: bool) -> Vec<String> {
     let env = Env::new().await;
     let (_, sandbox) = env
         .open(&toren_protocol::ResolvedPolicy {
+            checkpoints: Default::default(),
             network,
             egress: None,
             ..policy()
@@ -39,6 +40,7 @@ async fn the_environment_is_exactly_the_granted_names_and_values_stay_out_of_the
     let env = Env::new().await;
     let secret = "s3cret-9f1c-value";
     let policy = toren_protocol::ResolvedPolicy {
+        checkpoints: Default::default(),
         env: vec!["GRANTED".to_owned()],
         ..policy()
     };

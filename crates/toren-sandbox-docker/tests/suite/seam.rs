@@ -36,6 +36,7 @@ async fn open_through_the_seam_fails_with_the_fix_in_the_sandbox_error() {
     let env = Env::new().await;
     let seam: Arc<dyn SandboxBackend> = Arc::new(env.backend.clone());
     let missing = toren_protocol::ResolvedPolicy {
+        checkpoints: Default::default(),
         image: Some("toren-no-such-image:1".to_owned()),
         ..policy()
     };

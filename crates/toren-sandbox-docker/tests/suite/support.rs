@@ -169,6 +169,7 @@ pub(crate) async fn containers_of(docker: &Docker, instance: &str) -> Vec<String
 
 pub(crate) fn policy() -> ResolvedPolicy {
     ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: DockerBackend::NAME.to_owned(),
         image: None,
         network: false,
@@ -185,6 +186,7 @@ pub(crate) fn policy() -> ResolvedPolicy {
 
 pub(crate) fn with_image(image: &str) -> ResolvedPolicy {
     ResolvedPolicy {
+        checkpoints: Default::default(),
         image: Some(image.to_owned()),
         ..policy()
     }

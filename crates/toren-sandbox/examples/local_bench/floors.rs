@@ -216,6 +216,7 @@ pub(crate) async fn local_first_exec(
 /// default limits.
 pub(crate) fn local_policy() -> ResolvedPolicy {
     ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: LocalBackend::NAME.to_owned(),
         image: None,
         network: false,

@@ -94,6 +94,7 @@ pub(crate) async fn tool_call(
             model: "bench".into(),
             instructions: None,
             sandbox: Some(SandboxSpec {
+                checkpoints: Default::default(),
                 image: None,
                 network: false,
                 egress: None,

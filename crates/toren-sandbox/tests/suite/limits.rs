@@ -30,6 +30,7 @@ async fn fixture(mode: Mode, limits: ResourceLimits) -> Fixture {
     let root = tempfile::tempdir().unwrap();
     let backend = backend(&root.path().join("sandboxes"), mode);
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: "local".to_owned(),
         image: None,
         network: false,

@@ -40,6 +40,7 @@ pub(crate) struct Fixture {
 pub(crate) async fn fixture_with(mode: Mode, network: bool, env: Vec<(String, String)>) -> Fixture {
     let root = tempfile::tempdir().unwrap();
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: "local".to_owned(),
         image: None,
         network,
@@ -258,6 +259,7 @@ async fn the_kernel_keyrings_are_out_of_reach(mode: Mode) {
 async fn invalid_granted_variables_are_refused() {
     let root = tempfile::tempdir().unwrap();
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: "local".to_owned(),
         image: None,
         network: false,
@@ -313,6 +315,7 @@ async fn a_host_list_goes_out_only_through_the_egress_proxy(mode: Mode) {
     let port = listener.local_addr().unwrap().port();
     let root = tempfile::tempdir().unwrap();
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: "local".to_owned(),
         image: None,
         network: false,

@@ -18,6 +18,7 @@ async fn the_local_backend_opens_runs_and_finishes_them_through_the_seam() {
     }));
     assert_eq!(seam.name(), LocalBackend::NAME);
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: seam.name().to_owned(),
         image: None,
         network: false,
@@ -57,6 +58,7 @@ async fn a_refused_variable_is_a_sandbox_error_through_the_seam() {
         bwrap: None,
     }));
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: LocalBackend::NAME.to_owned(),
         image: None,
         network: false,

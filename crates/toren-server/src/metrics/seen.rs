@@ -206,6 +206,7 @@ impl Run {
             EventKind::RunCreated(_)
             | EventKind::ApprovalDecided(_)
             | EventKind::ContextCompacted(_)
+            | EventKind::Rewound(_)
             | EventKind::MessageDelivered(_) => {}
         }
         Vec::new()

@@ -40,6 +40,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             model: "scripted/conformance".to_owned(),
             instructions: Some("You are a careful assistant with a computer.".to_owned()),
             sandbox: Some(SandboxSpec {
+                checkpoints: Default::default(),
                 image: None,
                 network: false,
                 egress: None,
@@ -53,6 +54,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
             source: Some("/srv/agents/conformance-agent.yaml".to_owned()),
         },
         policy: Some(ResolvedPolicy {
+            checkpoints: Default::default(),
             backend: "local".to_owned(),
             image: None,
             network: false,
@@ -186,6 +188,7 @@ pub(super) fn call_id(kind: &EventKind) -> Option<&str> {
         | EventKind::RunCompleted(_)
         | EventKind::RunFailed(_)
         | EventKind::RunCancelled(_)
-        | EventKind::ContextCompacted(_) => None,
+        | EventKind::ContextCompacted(_)
+        | EventKind::Rewound(_) => None,
     }
 }

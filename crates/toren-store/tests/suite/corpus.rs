@@ -43,9 +43,10 @@ fn variant(kind: &EventKind) -> usize {
         EventKind::RunCancelled(_) => 9,
         EventKind::ContextCompacted(_) => 10,
         EventKind::MessageDelivered(_) => 11,
+        EventKind::Rewound(_) => 12,
     }
 }
-const VARIANTS: usize = 12;
+const VARIANTS: usize = 13;
 
 #[test]
 fn every_kind_is_in_the_corpus() {
@@ -129,6 +130,7 @@ fn expected() -> Vec<Event> {
     let find = "find . -name '*.rs' | wc -l";
     let call = "toolu_01A9xQ7sLmN3pR";
     let docker = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: s("docker"),
         image: Some(s("toren/sandbox:latest")),
         network: false,
@@ -155,6 +157,7 @@ fn expected() -> Vec<Event> {
                         "You help maintain the repository in your workspace. Say what you run and why.",
                     )),
                     sandbox: Some(SandboxSpec {
+                        checkpoints: Default::default(),
                         image: Some(s("toren/sandbox:latest")),
                         network: false,
                         egress: None,
@@ -307,6 +310,7 @@ fn expected() -> Vec<Event> {
                     model: s("ollama/qwen3:8b"),
                     instructions: None,
                     sandbox: Some(SandboxSpec {
+                        checkpoints: Default::default(),
                         image: None,
                         network: true,
                         egress: None,
@@ -320,6 +324,7 @@ fn expected() -> Vec<Event> {
                     source: None,
                 },
                 policy: Some(ResolvedPolicy {
+                    checkpoints: Default::default(),
                     backend: s("local"),
                     image: None,
                     network: true,
@@ -406,6 +411,7 @@ fn expected() -> Vec<Event> {
     .chain(compacted_run())
     .chain(delivering_run())
     .chain(refused_compaction())
+    .chain(rewound())
     .collect()
 }
 
@@ -456,6 +462,7 @@ fn compacted_run() -> Vec<Event> {
                     model: s("anthropic/claude-haiku-4-5"),
                     instructions: None,
                     sandbox: Some(SandboxSpec {
+                        checkpoints: Default::default(),
                         approval: ApprovalPolicy::Never,
                         ..Default::default()
                     }),
@@ -464,6 +471,7 @@ fn compacted_run() -> Vec<Event> {
                     source: None,
                 },
                 policy: Some(ResolvedPolicy {
+                    checkpoints: Default::default(),
                     backend: s("local"),
                     image: None,
                     network: false,
@@ -570,6 +578,7 @@ fn delivering_run() -> Vec<Event> {
                     model: s("anthropic/claude-sonnet-5"),
                     instructions: None,
                     sandbox: Some(SandboxSpec {
+                        checkpoints: Default::default(),
                         approval: ApprovalPolicy::Never,
                         ..Default::default()
                     }),
@@ -578,6 +587,7 @@ fn delivering_run() -> Vec<Event> {
                     source: None,
                 },
                 policy: Some(ResolvedPolicy {
+                    checkpoints: Default::default(),
                     backend: s("local"),
                     image: None,
                     network: false,
@@ -710,6 +720,20 @@ fn refused_compaction() -> Vec<Event> {
                          decrease input length or `max_tokens` and try again",
                 ),
             }),
+        }),
+    )]
+}
+
+/// A run taken back to step 4 (`toren rewind`), its workspace restored to a checkpoint.
+fn rewound() -> Vec<Event> {
+    vec![event(
+        "run_01jqz7d4e6g8j0m2p4r6t8w0y2",
+        20,
+        "2026-03-15T09:30:00Z",
+        EventKind::Rewound(toren_protocol::Rewound {
+            to: 4,
+            checkpoint: Some(s("01jqz7f0a2c4e6g8j0m2p4r6t8")),
+            by: Some(s("ana via cli")),
         }),
     )]
 }

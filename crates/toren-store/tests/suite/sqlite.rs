@@ -381,6 +381,7 @@ async fn runs_from_before_claims_are_claimed_by_their_pinned_backend_and_channel
         .unwrap();
     let docker = |mut created: RunCreated| {
         created.policy = Some(toren_protocol::ResolvedPolicy {
+            checkpoints: Default::default(),
             backend: "docker".into(),
             image: None,
             network: false,

@@ -27,6 +27,7 @@ impl Fixture {
             bwrap: None,
         });
         let policy = ResolvedPolicy {
+            checkpoints: Default::default(),
             backend: "local".to_owned(),
             image: None,
             network: false,

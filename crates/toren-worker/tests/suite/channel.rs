@@ -58,6 +58,7 @@ impl Home {
                 model: "scripted/script.yaml".into(),
                 instructions: None,
                 sandbox: Some(SandboxSpec {
+                    checkpoints: Default::default(),
                     approval: ApprovalPolicy::Never,
                     ..SandboxSpec::default()
                 }),
@@ -66,6 +67,7 @@ impl Home {
                 source: None,
             },
             policy: Some(ResolvedPolicy {
+                checkpoints: Default::default(),
                 backend: LocalBackend::NAME.to_owned(),
                 image: None,
                 network: false,

@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 use toren_checkpoint::{Exclude, Policy, Store};
 use toren_model::scripted::{Script, ScriptedProvider};
 use toren_protocol::{
-    AgentSpec, ApprovalPolicy, EventKind, ResolvedPolicy, RunCreated, RunId, RunStatus, SandboxSpec,
+    AgentSpec, ApprovalPolicy, CheckpointPolicy, EventKind, ResolvedPolicy, RunCreated, RunId,
+    RunStatus, SandboxSpec,
 };
 use toren_sandbox::{LocalBackend, LocalSettings};
 use toren_store::{EventLog, SqliteStore};
@@ -20,20 +21,19 @@ use toren_worker::{Outcome, Worker, WorkerConfig, holder};
 struct NoObserver;
 impl toren_worker::Observer for NoObserver {}
 
-#[tokio::test(flavor = "multi_thread")]
-async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_before_it() {
+/// Drives a scripted run of `script` under the pinned checkpoint policy to its end; returns
+/// its directory (kept alive), its log and its workspace.
+async fn drive_script(
+    script: &str,
+    pinned: CheckpointPolicy,
+) -> (
+    tempfile::TempDir,
+    Vec<toren_protocol::Event>,
+    std::path::PathBuf,
+) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("toren.db").display());
     let store = Arc::new(SqliteStore::open(&url).await.unwrap());
-    let script = r#"turns:
-  - tool_calls:
-      - bash: {command: "echo one > a.txt && mkdir -p d && printf 'x\n' > d/x"}
-  - tool_calls:
-      - bash: {command: "echo two > a.txt && echo b > b.txt && chmod 755 b.txt"}
-  - tool_calls:
-      - bash: {command: "rm a.txt && rm -r d && ln -s b.txt link"}
-  - text: finished
-"#;
     let path = dir.path().join("script.yaml");
     let model = ScriptedProvider::new(Script::parse(script, &path).unwrap(), path);
     let root = dir.path().join("sandboxes");
@@ -48,6 +48,7 @@ async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_bef
             model: "scripted/script.yaml".into(),
             instructions: None,
             sandbox: Some(SandboxSpec {
+                checkpoints: Default::default(),
                 image: None,
                 network: false,
                 egress: None,
@@ -61,6 +62,7 @@ async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_bef
             source: None,
         },
         policy: Some(ResolvedPolicy {
+            checkpoints: pinned,
             backend: LocalBackend::NAME.to_owned(),
             image: None,
             network: false,
@@ -94,7 +96,7 @@ async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_bef
         holder,
         lease_ttl: ttl,
     })
-    .with_checkpoints(Policy::default());
+    .with_checkpoints();
     let outcome = driver
         .drive(lease, &CancellationToken::new())
         .await
@@ -108,6 +110,22 @@ async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_bef
     );
 
     let events = store.read(&run, 0).await.unwrap();
+    let ws = toren_sandbox::workspace_path(&root, run.as_str());
+    (dir, events, ws)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_before_it() {
+    let script = r#"turns:
+  - tool_calls:
+      - bash: {command: "echo one > a.txt && mkdir -p d && printf 'x\n' > d/x"}
+  - tool_calls:
+      - bash: {command: "echo two > a.txt && echo b > b.txt && chmod 755 b.txt"}
+  - tool_calls:
+      - bash: {command: "rm a.txt && rm -r d && ln -s b.txt link"}
+  - text: finished
+"#;
+    let (_dir, events, ws) = drive_script(script, CheckpointPolicy::default()).await;
     let ids: Vec<String> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -117,7 +135,6 @@ async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_bef
         .collect();
     assert_eq!(ids.len(), 3, "one checkpoint per bash call");
 
-    let ws = toren_sandbox::workspace_path(&root, run.as_str());
     let checkpoints = Store::open(Policy::store_for(&ws).unwrap()).unwrap();
     assert!(
         !checkpoints.root().starts_with(&ws),
@@ -154,4 +171,52 @@ async fn each_bash_call_starts_with_a_checkpoint_that_restores_the_workspace_bef
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o755);
+}
+
+/// The pinned policy governs each run: `checkpoints: false` takes none, and excluded paths
+/// are not recorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_run_is_checkpointed_by_its_own_pinned_policy() {
+    let script = r#"turns:
+  - tool_calls:
+      - bash: {command: "echo kept > a.txt && echo noise > build.log && mkdir -p node_modules/p && echo m > node_modules/p/i.js"}
+  - tool_calls:
+      - bash: {command: "echo two > a.txt"}
+  - text: finished
+"#;
+    let checkpoints_of = |events: &[toren_protocol::Event]| -> Vec<Option<String>> {
+        events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ToolStarted(s) => Some(s.checkpoint.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (_off, events, ws) = drive_script(script, CheckpointPolicy::off()).await;
+    assert_eq!(checkpoints_of(&events), [None, None], "checkpoints: false");
+    assert!(
+        !Policy::store_for(&ws).unwrap().exists(),
+        "no store is made"
+    );
+
+    let pinned = CheckpointPolicy {
+        enabled: true,
+        exclude: vec!["*.log".into(), "node_modules/".into()],
+        keep: 100,
+    };
+    let (_on, events, ws) = drive_script(script, pinned).await;
+    let ids: Vec<String> = checkpoints_of(&events)
+        .into_iter()
+        .map(Option::unwrap)
+        .collect();
+    let store = Store::open(Policy::store_for(&ws).unwrap()).unwrap();
+    let paths: Vec<String> = store
+        .manifest(&ids[1])
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    assert_eq!(paths, ["a.txt"], "build.log and node_modules/ are excluded");
 }

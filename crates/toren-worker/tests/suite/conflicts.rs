@@ -162,6 +162,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
     });
     sandbox.check().unwrap();
     let spec = SandboxSpec {
+        checkpoints: Default::default(),
         image: None,
         network: false,
         egress: None,
@@ -181,6 +182,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
             source: None,
         },
         policy: Some(ResolvedPolicy {
+            checkpoints: Default::default(),
             backend: LocalBackend::NAME.to_owned(),
             image: None,
             network: false,

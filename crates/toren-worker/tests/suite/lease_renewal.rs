@@ -188,6 +188,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
     });
     sandbox.check().unwrap();
     let policy = ResolvedPolicy {
+        checkpoints: Default::default(),
         backend: LocalBackend::NAME.to_owned(),
         image: None,
         network: false,
@@ -206,6 +207,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
             model: "scripted/script.yaml".into(),
             instructions: None,
             sandbox: Some(SandboxSpec {
+                checkpoints: Default::default(),
                 image: None,
                 network: false,
                 egress: None,

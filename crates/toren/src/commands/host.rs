@@ -113,7 +113,7 @@ impl Host {
         // sends reach this terminal, in TOREN_DOWNLOADS.
         .with_history(Arc::new(service.clone()))
         // The workspace before each call that can change it, for `toren diff`.
-        .with_checkpoints(toren_checkpoint::Policy::default())
+        .with_checkpoints()
         .with_channels(Arc::new(Channels::new().with(
             TERMINAL,
             Arc::new(TerminalChannels::new(settings.downloads.clone())),

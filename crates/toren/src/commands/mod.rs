@@ -9,6 +9,7 @@ pub(crate) mod events;
 pub(crate) mod host;
 pub(crate) mod pool;
 pub(crate) mod resume;
+pub(crate) mod rewind;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod sandbox;

@@ -243,7 +243,7 @@ pub(crate) fn worker(
     .with_history(Arc::new(service.clone()))
     .with_channels(Arc::new(Channels::new()))
     // The workspace before each call that can change it, for `toren diff`.
-    .with_checkpoints(toren_checkpoint::Policy::default())
+    .with_checkpoints()
     // A run that waits for a person holds no slot: the decision makes it claimable.
     .parking_approvals()
 }

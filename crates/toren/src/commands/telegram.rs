@@ -149,6 +149,7 @@ async fn build(
         lease_ttl: settings.lease_ttl,
     })
     .with_history(Arc::new(service.clone()))
+    .with_checkpoints()
     .with_channels(Arc::new(Channels::new().with(
         TELEGRAM,
         Arc::new(TelegramChannels::new(api.clone(), Arc::clone(&chats))),

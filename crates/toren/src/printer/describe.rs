@@ -80,6 +80,17 @@ pub(crate) fn describe(event: &Event) -> String {
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),
         EventKind::ContextCompacted(c) => compacted(c),
+        EventKind::Rewound(r) => format!(
+            "back to step {}{}{}",
+            r.to,
+            r.checkpoint
+                .as_ref()
+                .map(|c| format!(", workspace restored to checkpoint {c}"))
+                .unwrap_or_else(|| ", workspace unchanged since then".to_owned()),
+            r.by.as_ref()
+                .map(|b| format!(" (by {b})"))
+                .unwrap_or_default()
+        ),
         EventKind::MessageDelivered(d) => format!(
             "{} {} via {}: {} ({} bytes, {}{}) -> {}",
             d.call_id,

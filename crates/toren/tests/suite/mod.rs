@@ -20,6 +20,7 @@ mod providers;
 mod pty;
 mod redaction;
 mod resume;
+mod rewind;
 mod scripted;
 mod send;
 mod serve;

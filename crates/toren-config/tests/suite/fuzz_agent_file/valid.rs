@@ -29,6 +29,7 @@ pub(super) fn valid_spec() -> impl Strategy<Value = AgentSpec> {
         prop_oneof![Just(ResourceLimits::default()), limits()],
     )
         .prop_map(|(image, network, approval, env, limits)| SandboxSpec {
+            checkpoints: Default::default(),
             image,
             network,
             egress: None,

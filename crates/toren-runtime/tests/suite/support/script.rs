@@ -59,6 +59,7 @@ pub(crate) fn script(turns: &[Turn]) -> String {
 /// A sandbox with `approval` and everything else at its default.
 pub(crate) fn sandbox(approval: ApprovalPolicy) -> SandboxSpec {
     SandboxSpec {
+        checkpoints: Default::default(),
         image: None,
         network: false,
         egress: None,

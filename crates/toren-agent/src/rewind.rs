@@ -1,0 +1,171 @@
+//! Folding `rewound`: the run goes back to the state it had after an earlier event.
+//!
+//! The fold keeps, for each step of the run's current line where the run can continue
+//! from, what `rewound` needs to go back there ([`Line`]): how long the conversation was,
+//! the turn count, the calls the last answer made (right after a model answer, before any
+//! of them was asked about or started) and the compactions. Those are the steps between
+//! turns and right after a model answer; a step in the middle of a call's approval and
+//! result is not one (its rewind would leave half a call). Going back drops the later
+//! steps from the line (they were left behind), keeps what happened for real (usage, the
+//! files delivered, the sandbox instance, every call id used), and marks the workspace
+//! restore as due until the next event is folded: the driver that finds the rewind last
+//! in the log restores the workspace before it does anything else (`restore_due`).
+
+use std::collections::HashMap;
+
+use toren_protocol::{Message, Rewound, RunStatus, ToolCall};
+
+use crate::RunState;
+use crate::state::CallProgress;
+
+/// The steps of the run's current line a rewind can go back to.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Line {
+    /// By `seq`, ascending.
+    points: Vec<Point>,
+    /// The checkpoint a `rewound` folded last restores (the workspace is made so before
+    /// anything else is done); cleared by the next event.
+    due: Option<String>,
+    /// Where the line was cut by the latest rewind: steps after it and before the rewind
+    /// were left behind.
+    cut: Option<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Point {
+    seq: u64,
+    messages: usize,
+    turns: u32,
+    status: RunStatus,
+    /// The last answer's calls, none of them asked about or started yet (empty between
+    /// turns).
+    pending: Vec<ToolCall>,
+    compaction: crate::Compaction,
+}
+
+impl Line {
+    /// An event other than `rewound` is being folded: the restore, if one was due, was
+    /// done by whoever wrote it.
+    pub(crate) fn event_folded(&mut self) {
+        self.due = None;
+    }
+}
+
+/// Records the step just folded if the run can continue from it.
+pub(crate) fn mark(state: &mut RunState) {
+    let fresh = state
+        .pending
+        .iter()
+        .all(|c| state.progress.get(&c.id) == Some(&CallProgress::default()));
+    if !fresh || state.status.is_terminal() {
+        return;
+    }
+    let point = Point {
+        seq: state.last_seq,
+        messages: state.messages.len(),
+        turns: state.turns,
+        status: state.status,
+        pending: state.pending.clone(),
+        compaction: state.compaction.clone(),
+    };
+    state.line.points.push(point);
+}
+
+/// Folds `rewound`: the state goes back to what it was after step `to`.
+pub(crate) fn rewind(state: &mut RunState, seq: u64, rewound: &Rewound) -> Result<(), String> {
+    let to = rewound.to;
+    let Some(at) = state.line.points.iter().position(|p| p.seq == to) else {
+        return Err(why_not(state, to));
+    };
+    let point = state.line.points[at].clone();
+    state.line.points.truncate(at + 1);
+    state.line.due = rewound.checkpoint.clone();
+    state.line.cut = Some((to, seq));
+    state.messages.truncate(point.messages);
+    state.turns = point.turns;
+    state.status = point.status;
+    state.progress = point
+        .pending
+        .iter()
+        .map(|c| (c.id.clone(), CallProgress::default()))
+        .collect::<HashMap<_, _>>();
+    state.pending = point.pending;
+    state.compaction = point.compaction;
+    state.output = None;
+    state.error = None;
+    Ok(())
+}
+
+/// Why `to` is not a step to go back to, naming the ones near it that are.
+fn why_not(state: &RunState, to: u64) -> String {
+    if to == 0 || to > state.last_seq {
+        return format!(
+            "step {to} is not in the run (its steps are 1 to {})",
+            state.last_seq
+        );
+    }
+    if let Some((cut_to, cut_at)) = state.line.cut
+        && to > cut_to
+        && to <= cut_at
+    {
+        return format!(
+            "step {to} was left behind by the rewind at step {cut_at} (back to step {cut_to})"
+        );
+    }
+    let before = state.line.points.iter().rev().find(|p| p.seq < to);
+    let after = state.line.points.iter().find(|p| p.seq > to);
+    let near: Vec<String> = before
+        .into_iter()
+        .chain(after)
+        .map(|p| p.seq.to_string())
+        .collect();
+    format!(
+        "step {to} is in the middle of a tool call (between its approval or start and its \
+         result); go back to a step between turns or right after a model answer{}",
+        if near.is_empty() {
+            String::new()
+        } else {
+            format!(", e.g. step {}", near.join(" or "))
+        }
+    )
+}
+
+impl RunState {
+    /// The workspace checkpoint to restore before anything else: the run's last event is a
+    /// `rewound` whose restore may not have finished (the process that recorded it may
+    /// have died during it). Restoring again is harmless: it is idempotent.
+    pub fn restore_due(&self) -> Option<&str> {
+        self.line.due.as_deref()
+    }
+
+    /// The steps a rewind can go back to, oldest first (on the run's current line, between
+    /// turns or right after a model answer).
+    pub fn rewind_targets(&self) -> Vec<u64> {
+        self.line.points.iter().map(|p| p.seq).collect()
+    }
+
+    /// Whether the conversation at step `to` is reachable by a rewind, and if not why.
+    pub fn can_rewind_to(&self, to: u64) -> Result<(), String> {
+        if self.status.is_terminal() {
+            return Err(format!(
+                "the run has ended ({}): its log is closed, so it cannot be rewound",
+                self.status
+            ));
+        }
+        if self.line.points.iter().any(|p| p.seq == to) {
+            Ok(())
+        } else {
+            Err(why_not(self, to))
+        }
+    }
+
+    /// The messages the model saw up to and including step `to` would be: for display.
+    pub fn messages_at(&self, to: u64) -> Option<&[Message]> {
+        let point = self.line.points.iter().find(|p| p.seq == to)?;
+        self.messages.get(..point.messages)
+    }
+}
+
+#[cfg(test)]
+#[path = "rewind_tests.rs"]
+mod tests;

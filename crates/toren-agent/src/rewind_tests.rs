@@ -1,0 +1,110 @@
+//! Folding `rewound`: the conversation, the turn's calls and what comes next are those of
+//! the step gone back to; what really happened (usage, call ids) stays; steps in the middle
+//! of a call and steps left behind are refused.
+
+use pretty_assertions::assert_eq;
+use toren_protocol::{ApprovalPolicy, EventKind, Rewound};
+
+use crate::state::tests::{call, completed, created, log, responded, started, state};
+use crate::{Action, RunState};
+
+fn rewound(to: u64, checkpoint: Option<&str>) -> EventKind {
+    EventKind::Rewound(Rewound {
+        to,
+        checkpoint: checkpoint.map(str::to_owned),
+        by: Some("alice via cli".into()),
+    })
+}
+
+/// Three bash turns, each call started and completed (steps 2-4, 5-7, 8-10).
+fn three_turns() -> Vec<EventKind> {
+    let mut kinds = vec![created(ApprovalPolicy::Never)];
+    for id in ["a", "b", "c"] {
+        kinds.push(responded("", vec![call(id, "bash")]));
+        kinds.push(started(id, 1));
+        kinds.push(completed(id, &format!("out {id}")));
+    }
+    kinds
+}
+
+#[test]
+fn the_run_continues_from_the_step_it_went_back_to() {
+    let mut kinds = three_turns();
+    kinds.push(rewound(4, Some("cp1")));
+    let rewound_state = state(kinds);
+    // Folding only the first four events: the state the run had at step 4.
+    let then = state(three_turns().into_iter().take(4).collect());
+    assert_eq!(rewound_state.messages, then.messages);
+    assert_eq!(rewound_state.turns, then.turns);
+    assert_eq!(rewound_state.next_action(), then.next_action());
+    assert!(matches!(
+        rewound_state.next_action(),
+        Action::CallModel { .. }
+    ));
+    assert_eq!(rewound_state.restore_due(), Some("cp1"));
+    assert_eq!(rewound_state.last_seq, 11);
+    // Every call id used stays used: a new answer's ids do not repeat the left-behind ones.
+    assert!(rewound_state.used_ids.contains("c"));
+}
+
+#[test]
+fn right_after_a_model_answer_its_calls_run_again() {
+    let mut kinds = three_turns();
+    kinds.push(rewound(5, Some("cp2")));
+    let s = state(kinds);
+    assert_eq!(
+        s.next_action(),
+        crate::state::tests::run_tool(call("b", "bash"), 1)
+    );
+}
+
+#[test]
+fn the_restore_is_due_only_until_the_next_event() {
+    let mut kinds = three_turns();
+    kinds.push(rewound(4, Some("cp1")));
+    kinds.push(responded("done", vec![]));
+    let s = state(kinds);
+    assert_eq!(s.restore_due(), None);
+    assert!(matches!(s.next_action(), Action::Complete { .. }));
+    // Nothing to restore: no call changed the workspace after the step.
+    let mut kinds = three_turns();
+    kinds.push(rewound(10, None));
+    assert_eq!(state(kinds).restore_due(), None);
+}
+
+#[test]
+fn a_step_in_the_middle_of_a_call_is_refused_with_the_steps_near_it() {
+    let s = state(three_turns());
+    assert_eq!(s.rewind_targets(), vec![1, 2, 4, 5, 7, 8, 10]);
+    let why = s.can_rewind_to(6).unwrap_err();
+    assert!(why.contains("e.g. step 5 or 7"), "{why}");
+    let mut kinds = three_turns();
+    kinds.push(rewound(6, None));
+    let error = RunState::from_events(&log(kinds)).unwrap_err();
+    assert!(
+        error.to_string().contains("middle of a tool call"),
+        "{error}"
+    );
+}
+
+#[test]
+fn steps_left_behind_are_refused_and_earlier_ones_reached_again() {
+    let mut kinds = three_turns();
+    kinds.push(rewound(7, Some("cp3"))); // 11
+    kinds.push(responded("", vec![call("d", "bash")])); // 12
+    let s = state(kinds.clone());
+    assert_eq!(s.rewind_targets(), vec![1, 2, 4, 5, 7, 11, 12]);
+    let why = s.can_rewind_to(9).unwrap_err();
+    assert!(
+        why.contains("left behind by the rewind at step 11"),
+        "{why}"
+    );
+    kinds.push(rewound(2, Some("cp0"))); // 13
+    let s = state(kinds);
+    let then = state(three_turns().into_iter().take(2).collect());
+    assert_eq!(s.messages, then.messages);
+    assert_eq!(
+        s.next_action(),
+        crate::state::tests::run_tool(call("a", "bash"), 1)
+    );
+}

@@ -1,0 +1,185 @@
+//! `checkpoint`: what the workspace checkpoint taken before each tool call costs (issue
+//! 19): a `node_modules`-like tree of 20,000 files (directories of 50, 1-4 KiB each, one in
+//! ten sharing its content with another, as packages do), checkpointed once, then before
+//! each "tool call" one file is changed and the checkpoint the worker takes is timed
+//! (`toren_checkpoint::Policy::checkpoint`: the walk, the stat per file, the changed file
+//! read and stored, the manifest written and flushed, the prune check). Also timed: a
+//! checkpoint with nothing changed, and a restore of the first checkpoint. Goal: one changed
+//! file under 50 ms p50. Correct when each checkpoint read exactly the one changed file
+//! and the restore gave back the first checkpoint's tree.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Serialize;
+use toren_checkpoint::{Exclude, Policy, Store};
+
+use crate::api_load::Verdict;
+use crate::report::{Machine, Table};
+use crate::stats::{Spread, millis};
+use crate::tool_call::say;
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckpointArgs {
+    /// Files in the workspace [default: 20000; 2000 with --quick].
+    #[arg(long)]
+    files: Option<usize>,
+    /// Checkpoints timed with one file changed before each [default: 30; 5 with --quick].
+    #[arg(long)]
+    samples: Option<usize>,
+    /// Where to write the figures as JSON [default: target/toren-bench/checkpoint.json, or
+    /// checkpoint-quick.json with --quick].
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Serialize)]
+struct Figures {
+    benchmark: &'static str,
+    machine: Machine,
+    quick: bool,
+    files: usize,
+    first_ms: f64,
+    one_changed: Option<Spread>,
+    no_change: Option<Spread>,
+    restore_ms: f64,
+    goal_ms: f64,
+}
+
+pub(crate) async fn run(args: CheckpointArgs, quick: bool) -> anyhow::Result<Verdict> {
+    let files = args.files.unwrap_or(if quick { 2_000 } else { 20_000 });
+    let samples = args.samples.unwrap_or(if quick { 5 } else { 30 }).max(1);
+    let json = args.json.unwrap_or_else(|| {
+        crate::toren_bin::default_output(if quick {
+            "checkpoint-quick.json"
+        } else {
+            "checkpoint.json"
+        })
+    });
+    tokio::task::spawn_blocking(move || measure(files, samples, quick, &json)).await?
+}
+
+fn measure(files: usize, samples: usize, quick: bool, json: &Path) -> anyhow::Result<Verdict> {
+    let dir = tempfile::tempdir()?;
+    let ws = dir.path().join("run").join("workspace");
+    say(&format!("checkpoint: making a tree of {files} files"));
+    make_tree(&ws, files)?;
+    let policy = Policy::default();
+    let timed = |label: &str| -> anyhow::Result<(Duration, toren_checkpoint::Checkpoint)> {
+        let t = Instant::now();
+        let taken = policy.checkpoint(&ws)?;
+        let elapsed = t.elapsed();
+        tracing_free_note(label, elapsed, &taken);
+        Ok((elapsed, taken))
+    };
+    let (first, first_cp) = timed("first")?;
+    let mut correct = true;
+    let mut one_changed = Vec::with_capacity(samples);
+    let mut no_change = Vec::with_capacity(samples);
+    for i in 0..samples {
+        // The tool call: one file of the tree changed.
+        let path = file_path(&ws, (i * 7919) % files);
+        std::fs::write(&path, format!("changed by call {i}\n"))?;
+        let (elapsed, taken) = timed("one changed")?;
+        correct &= taken.stats.hashed == 1;
+        one_changed.push(elapsed);
+        let (elapsed, taken) = timed("no change")?;
+        correct &= taken.stats.hashed == 0;
+        no_change.push(elapsed);
+    }
+    let store = Store::open(Policy::store_for(&ws).ok_or_else(|| anyhow::anyhow!("no store"))?)?;
+    let t = Instant::now();
+    store.restore(&first_cp.id, &ws, &Exclude::default())?;
+    let restore = t.elapsed();
+    // The restored tree is the first checkpoint's: checkpointing it again reads nothing new
+    // into a manifest different from the first (same paths, same hashes).
+    let again = store.checkpoint(&ws, &Exclude::default())?;
+    let hashes = |id: &str| -> anyhow::Result<Vec<(String, String)>> {
+        Ok(store
+            .manifest(id)?
+            .entries
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                toren_checkpoint::EntryKind::File { hash, .. } => Some((e.path, hash)),
+                _ => None,
+            })
+            .collect())
+    };
+    correct &= hashes(&again.id)? == hashes(&first_cp.id)?;
+
+    let figures = Figures {
+        benchmark: "checkpoint",
+        machine: Machine::this(),
+        quick,
+        files,
+        first_ms: millis(first),
+        one_changed: Spread::of(&one_changed),
+        no_change: Spread::of(&no_change),
+        restore_ms: millis(restore),
+        goal_ms: 50.0,
+    };
+    let mut table = Table::default();
+    table.row("files", files.to_string());
+    table.row("first checkpoint", format!("{:.1} ms", figures.first_ms));
+    let spread = |s: &Option<Spread>| {
+        s.map(|s| {
+            format!(
+                "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                s.p50_ms, s.p99_ms, s.max_ms
+            )
+        })
+        .unwrap_or_default()
+    };
+    table.row(
+        "one file changed (per tool call; goal < 50 ms p50)",
+        spread(&figures.one_changed),
+    );
+    table.row("nothing changed", spread(&figures.no_change));
+    table.row(
+        "restore of the first checkpoint",
+        format!("{:.1} ms", figures.restore_ms),
+    );
+    table.row("correct", correct.to_string());
+    table.print("toren-bench checkpoint");
+    crate::report::write_json(json, &figures)?;
+    say(&format!(
+        "checkpoint: figures written to {}",
+        json.display()
+    ));
+    Ok(if correct {
+        Verdict::Correct
+    } else {
+        Verdict::Wrong
+    })
+}
+
+fn tracing_free_note(label: &str, elapsed: Duration, taken: &toren_checkpoint::Checkpoint) {
+    if label == "first" {
+        say(&format!(
+            "checkpoint: first checkpoint {:.1} ms ({} entries, {} blobs written)",
+            millis(elapsed),
+            taken.stats.entries,
+            taken.stats.blobs_written
+        ));
+    }
+}
+
+fn file_path(ws: &Path, i: usize) -> PathBuf {
+    ws.join(format!("node_modules/pkg{}/lib/f{i}.js", i / 50))
+}
+
+fn make_tree(ws: &Path, files: usize) -> anyhow::Result<()> {
+    for i in 0..files {
+        let path = file_path(ws, i);
+        if i % 50 == 0
+            && let Some(parent) = path.parent()
+        {
+            std::fs::create_dir_all(parent)?;
+        }
+        let seed = if i % 10 == 0 { i / 10 } else { i };
+        let body = format!("module.exports = {seed};\n").repeat(40 + seed % 150);
+        std::fs::write(path, body)?;
+    }
+    Ok(())
+}

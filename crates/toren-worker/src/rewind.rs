@@ -1,0 +1,169 @@
+//! Rewinding a run: its workspace and its conversation go back to an earlier step as one
+//! unit, crash-safely.
+//!
+//! Under the run's lease (refused while a live process drives it; a dead holder's is taken
+//! over), the intent is recorded first: `rewound` names the step and the checkpoint to
+//! restore, and from then on the fold gives the conversation as it was at that step. Then
+//! the workspace is restored (idempotent, beneath a handle on it). A process killed in
+//! between leaves `rewound` last in the log with its restore due
+//! ([`RunState::restore_due`]); whoever drives the run next restores the workspace before
+//! anything else ([`restore_if_due`]). Killed before the append, nothing changed at all.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toren_agent::RunState;
+use toren_protocol::{EventKind, Rewound, RunId};
+use toren_store::{EventLog, Lease};
+
+use crate::{Error, checkpoint_policy, unreplayable};
+
+/// What a rewind did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RewindOutcome {
+    /// The `rewound` event's seq.
+    pub seq: u64,
+    pub to: u64,
+    /// The checkpoint the workspace was restored to; `None`: it was already as at `to`.
+    pub checkpoint: Option<String>,
+}
+
+/// Rewinds `run` to step `to` (see the module doc) as `holder`, releasing the lease after.
+pub async fn rewind(
+    store: &dyn EventLog,
+    run: &RunId,
+    to: u64,
+    by: Option<String>,
+    holder: &str,
+    ttl: Duration,
+) -> Result<RewindOutcome, Error> {
+    // Checked before the lease, so that a run that cannot be rewound is not touched.
+    let events = store.read(run, 0).await?;
+    let state = RunState::from_events(&events)?;
+    plan(&state, &events, to)?;
+    let lease = unreplayable::acquire(store, run, holder, ttl).await?;
+    let outcome = rewind_held(store, &lease, to, by).await;
+    if let Err(e) = store.release_lease(&lease).await {
+        tracing::warn!(run = %run, "could not release the lease after the rewind: {e}");
+    }
+    outcome
+}
+
+async fn rewind_held(
+    store: &dyn EventLog,
+    lease: &Lease,
+    to: u64,
+    by: Option<String>,
+) -> Result<RewindOutcome, Error> {
+    let run = &lease.run_id;
+    // Read again under the lease: what a process that just stopped wrote counts.
+    let events = store.read(run, 0).await?;
+    let mut state = RunState::from_events(&events)?;
+    let checkpoint = plan(&state, &events, to)?;
+    let kind = EventKind::Rewound(Rewound {
+        to,
+        checkpoint: checkpoint.clone(),
+        by,
+    });
+    let appended = store.append(lease, state.last_seq, vec![kind]).await?;
+    for event in &appended {
+        state.apply(event)?;
+    }
+    restore_if_due(&state).await?;
+    Ok(RewindOutcome {
+        seq: state.last_seq,
+        to,
+        checkpoint,
+    })
+}
+
+/// Checks that `to` can be gone back to and finds the checkpoint to restore: the one taken
+/// before the first call after `to` that could change the workspace (`None`: no such call
+/// started since, so the workspace is as it was then).
+pub fn plan(
+    state: &RunState,
+    events: &[toren_protocol::Event],
+    to: u64,
+) -> Result<Option<String>, Error> {
+    let refuse = |why: String| Error::Rewind {
+        run: state.run_id.to_string(),
+        why,
+    };
+    state.can_rewind_to(to).map_err(refuse)?;
+    let first_change = events.iter().find_map(|e| match &e.kind {
+        EventKind::ToolStarted(s)
+            if e.seq > to && matches!(s.tool.as_str(), "bash" | "write_file" | "edit_file") =>
+        {
+            Some((e.seq, s.checkpoint.clone()))
+        }
+        _ => None,
+    });
+    match first_change {
+        None => Ok(None),
+        Some((_, Some(id))) => {
+            workspace(state).map_err(refuse)?;
+            Ok(Some(id))
+        }
+        Some((seq, None)) => Err(refuse(format!(
+            "the call started at step {seq} may have changed the workspace, and no checkpoint \
+             was taken before it (checkpoints are off for this run, or failed then), so the \
+             workspace as it was at step {to} is not known"
+        ))),
+    }
+}
+
+/// The run's workspace on this host, where its checkpoints are.
+fn workspace(state: &RunState) -> Result<PathBuf, String> {
+    let policy = state
+        .policy
+        .as_ref()
+        .ok_or_else(|| "the run has no sandbox".to_owned())?;
+    if !matches!(policy.backend.as_str(), "local" | "docker") {
+        return Err(format!(
+            "its workspace is in a `{}` sandbox, not on this host, and has no checkpoints",
+            policy.backend
+        ));
+    }
+    policy
+        .workspace
+        .clone()
+        .or_else(|| state.sandbox.as_ref().map(|s| s.workspace.clone()))
+        .map(PathBuf::from)
+        .ok_or_else(|| "the run has no workspace yet".to_owned())
+}
+
+/// Restores the workspace if the run's last event is a `rewound` whose restore may not
+/// have finished. Idempotent; run before anything else by whoever drives the run.
+pub async fn restore_if_due(state: &RunState) -> Result<(), Error> {
+    let Some(id) = state.restore_due().map(str::to_owned) else {
+        return Ok(());
+    };
+    let run = state.run_id.to_string();
+    let ws = workspace(state).map_err(|why| Error::Rewind {
+        run: run.clone(),
+        why,
+    })?;
+    let policy = state.policy.as_ref().map(checkpoint_policy).transpose();
+    let exclude = match policy {
+        Ok(p) => p.flatten().map(|p| p.exclude).unwrap_or_default(),
+        Err(source) => return Err(Error::Restore { run, source }),
+    };
+    let restored = tokio::task::spawn_blocking(move || {
+        let root = toren_checkpoint::Policy::store_for(&ws).ok_or_else(|| {
+            toren_checkpoint::Error::BadPath {
+                path: ws.display().to_string(),
+                id: id.clone(),
+            }
+        })?;
+        toren_checkpoint::Store::open(root)?.restore(&id, &ws, &exclude)
+    })
+    .await;
+    match restored {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(Error::Restore { run, source }),
+        Err(join) => Err(Error::Rewind {
+            run,
+            why: format!("the restore task failed: {join}"),
+        }),
+    }
+}
