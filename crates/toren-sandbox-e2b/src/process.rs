@@ -42,6 +42,18 @@ pub(crate) enum Ended {
     Broken(Error),
 }
 
+impl Ended {
+    /// How it ended, in a few words for a message.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Self::Exited(Some(code)) => format!("exit code {code}"),
+            Self::Exited(None) => "killed by a signal".into(),
+            Self::TimedOut => "timed out".into(),
+            Self::Broken(err) => format!("the stream broke: {err}"),
+        }
+    }
+}
+
 /// What a command printed and how it ended.
 pub(crate) struct Ran {
     pub(crate) ended: Ended,
@@ -254,7 +266,11 @@ pub(crate) async fn run(
 /// Kills the command's whole process group (and the command itself, in case the group
 /// kill could not run). Failures are logged: the sandbox may be gone.
 async fn kill(target: &Target<'_>, pid: Option<u32>) {
-    let Some(pid) = pid else { return };
+    // 0 is a command that had ended before envd looked (`kill -- -0` would be the killer's
+    // own group) and 1 the VM's init: neither is ever signalled.
+    let Some(pid) = pid.filter(|p| *p > 1) else {
+        return;
+    };
     let group = format!("-{pid}");
     let message = script_message(r#"kill -KILL -- "$1""#, &[&group]);
     let group = Box::pin(run(target, &message, Duration::from_secs(10), 1024, None));

@@ -166,7 +166,11 @@ impl E2bSandbox {
             if !matches!(ran.ended, Ended::Exited(Some(0))) {
                 return Err(Error::Protocol {
                     id,
-                    why: format!("could not make /workspace: {}", ran.output.trim()),
+                    why: format!(
+                        "could not make /workspace ({}): {}",
+                        ran.ended.describe(),
+                        ran.output.trim()
+                    ),
                 });
             }
             // The sandbox this process used, else the one a process on this machine last

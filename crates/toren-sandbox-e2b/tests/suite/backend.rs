@@ -268,13 +268,19 @@ async fn a_session_turn_pauses_the_sandbox_and_the_next_turn_resumes_it() {
     let turn1 = run_id();
     let sandbox = backend.open(&turn1, &session, vec![]).await.unwrap();
     run_cmd(&sandbox, "echo day1 > /workspace/notes").await;
+    // A process left running by the turn, which no envd call knows any more.
+    run_cmd(&sandbox, "nohup sleep 302 >/dev/null 2>&1 &").await;
+    wait_for_host("sleep 302").await;
     let id = sandbox.instance_id();
     SandboxBackend::finish(&backend, &turn1).await.unwrap();
     assert_eq!(fx.fake.paused(&id), Some(true));
+    // The paused machine is frozen whole, as a paused VM is: the left process too.
+    wait_for_state("sleep 302", 'T').await;
     let turn2 = run_id();
     let resumed = backend.open(&turn2, &session, vec![]).await.unwrap();
     assert_eq!(resumed.instance_id(), id);
     assert_eq!(fx.fake.paused(&id), Some(false));
+    wait_for_state("sleep 302", 'S').await;
     assert_eq!(
         run(resumed.as_ref(), "cat /workspace/notes").await.output,
         "day1\n"
@@ -417,4 +423,102 @@ async fn a_resumed_run_whose_sandbox_expired_meanwhile_is_told_its_files_are_los
         out.output
     );
     assert!(out.output.ends_with("on\n"), "{}", out.output);
+}
+
+/// The command lines of the processes `/proc` shows, one a line.
+const PROCESSES: &str =
+    r#"for p in /proc/[0-9]*; do tr '\0' ' ' < "$p/cmdline" 2>/dev/null; echo; done"#;
+
+fn host_has(cmdline: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").trim() == cmdline)
+    })
+}
+
+/// Waits until a host process's command line is `cmdline` (a background process of a
+/// command that ended may not have exec'd yet).
+async fn wait_for_host(cmdline: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !host_has(cmdline) {
+        assert!(std::time::Instant::now() < deadline, "no {cmdline} started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until the host process whose command line is `cmdline` is in state `want` (a
+/// signal takes effect when the process is next scheduled).
+async fn wait_for_state(cmdline: &str, want: char) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = host_state(cmdline);
+        if state == Some(want) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{cmdline} is in state {state:?}, not {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The state letter (`S`, `T`, …) of the host process whose command line is `cmdline`.
+fn host_state(cmdline: &str) -> Option<char> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .find_map(|entry| {
+            let c = std::fs::read(entry.path().join("cmdline")).ok()?;
+            if String::from_utf8_lossy(&c).replace('\0', " ").trim() != cmdline {
+                return None;
+            }
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            stat.rsplit_once(") ")?.1.chars().next()
+        })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_is_one_machine_of_its_own_and_its_end_ends_every_process() {
+    let fx = Fixture::new();
+    let backend = fx.backend();
+    let a = backend
+        .open(&run_id(), &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    let b = backend
+        .open(&run_id(), &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    run(a.as_ref(), "nohup sleep 301 >/dev/null 2>&1 &").await;
+    // A later command of the same sandbox sees the process left running, and can end it.
+    let seen = run(a.as_ref(), PROCESSES).await.output;
+    assert!(seen.lines().any(|l| l.trim() == "sleep 301"), "{seen}");
+    // Neither the other sandbox nor the host's processes are visible: a handful of lines
+    // (the sandbox's init, its keeper, this command), none of the test's.
+    let other = run(b.as_ref(), PROCESSES).await.output;
+    assert!(!other.contains("sleep 301"), "{other}");
+    let me = std::fs::read_to_string("/proc/self/cmdline").unwrap();
+    let me = me.split('\0').next().unwrap();
+    assert!(!seen.contains(me) && !other.contains(me), "{seen}\n{other}");
+    assert!(seen.lines().filter(|l| !l.is_empty()).count() < 8, "{seen}");
+    // A command holds its standard descriptors and nothing else: the machine's namespaces,
+    // which bubblewrap joins through descriptors 5 and 6, are closed before it starts.
+    assert_eq!(
+        run(a.as_ref(), "ls /proc/self/fd | sort -n | tr '\\n' ' '")
+            .await
+            .output,
+        "0 1 2 3 "
+    );
+    // Killing the sandbox ends the process it left, as a VM's end does.
+    assert!(host_has("sleep 301"));
+    assert!(fx.fake.kill(&a.instance_id()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while host_has("sleep 301") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sleep 301 outlived its sandbox"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

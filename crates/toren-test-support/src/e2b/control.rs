@@ -276,7 +276,7 @@ async fn connect(
     let status = if s.paused {
         s.paused = false;
         s.end_at = Instant::now() + timeout;
-        signal_all(&s.pids, nix::sys::signal::Signal::SIGCONT);
+        s.disk.signal_all(&s.pids, rustix::process::Signal::CONT);
         StatusCode::CREATED
     } else {
         s.end_at = s.end_at.max(Instant::now() + timeout);
@@ -329,7 +329,7 @@ async fn pause(
             s.paused = true;
             // A paused sandbox does not expire.
             s.end_at = Instant::now() + Duration::from_secs(30 * 86_400);
-            signal_all(&s.pids, nix::sys::signal::Signal::SIGSTOP);
+            s.disk.signal_all(&s.pids, rustix::process::Signal::STOP);
             StatusCode::NO_CONTENT.into_response()
         }
         None => not_found(&id),
@@ -359,23 +359,10 @@ pub(crate) fn kill(state: &Shared, id: &str) -> bool {
     let Some(s) = state.sandboxes.remove(id) else {
         return false;
     };
-    for pid in &s.pids {
-        if let Ok(pid) = i32::try_from(*pid) {
-            let group = nix::unistd::Pid::from_raw(-pid);
-            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
-            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGCONT);
-        }
-    }
+    // The machine ends: every process in it, whatever group it made.
+    s.disk.stop(&s.pids);
     state.gone.insert(id.to_owned(), s.disk);
     true
-}
-
-fn signal_all(pids: &[u32], signal: nix::sys::signal::Signal) {
-    for pid in pids {
-        if let Ok(pid) = i32::try_from(*pid) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-pid), signal);
-        }
-    }
 }
 
 /// Kills sandboxes whose time is up, every 50 ms.

@@ -1,12 +1,39 @@
 //! A fake sandbox's disk and how its processes start: a temp dir whose `workspace`, `home`
 //! and `tmp` are what the sandbox sees at `/workspace`, `/home/user` and `/tmp`; every
 //! process a bubblewrap sandbox over them (host `/usr` and `/etc` read-only, no network
-//! unless allowed, no PID namespace so that the sandbox's processes can signal each other
-//! as in one VM). The pid envd reports is the command's own, learnt from bwrap's
-//! `--info-fd` through a FIFO.
+//! unless allowed).
+//!
+//! The sandbox is one machine for its processes where this host lets a new PID namespace
+//! have its own `/proc` (probed once, [`machines_work`]): a kept bubblewrap (the *keeper*,
+//! made with the disk) holds the sandbox's own user and PID namespaces, and every process
+//! joins them (`--userns` / `--pidns`), so the sandbox's processes see and signal each
+//! other and nothing of the host, and the keeper's end (its outer bubblewrap, our own
+//! child, killed: its init dies with it, and with the init every process in the namespace)
+//! ends them all, as a VM's end does. Inside a Docker container, whose masked `/proc` may
+//! not be mounted anew in a user namespace, each process is a fresh bubblewrap instead (the
+//! per-command sandbox): same disk, but the fake's own PID namespace, and the sandbox's end
+//! kills only the processes envd started.
+//!
+//! No process is ever signalled by a number that may have been reused. The keeper is
+//! killed through its outer bubblewrap, a child of ours that is never reaped before;
+//! its namespaces are held open as descriptors from the moment they are checked against
+//! bubblewrap's report, so a process joins them and not whatever later took the init's
+//! pid; every command is signalled through a pidfd opened when it started and checked to be
+//! in the sandbox's PID namespace; pausing stops every process of a kept machine from
+//! inside it (`kill -STOP -1`). Every process starts in a process group of its own, so a
+//! `kill 0` in the sandbox cannot reach the host's processes. Every descriptor but 0-2
+//! (the namespaces bubblewrap joins through 5 and 6 among them) is closed before the
+//! command starts.
 
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use rustix::process::{Pid as RawPid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
 /// The places of a sandbox's filesystem that live on its own disk.
 const MOUNTS: &[(&str, &str)] = &[
@@ -15,19 +42,164 @@ const MOUNTS: &[(&str, &str)] = &[
     ("/tmp", "tmp"),
 ];
 
+/// Closes every descriptor but 0-2, then becomes the command (same pid, same environment):
+/// the namespaces bubblewrap joined through 5 and 6, and whatever the process running the
+/// fake inherited (a test harness's job-server pipes, say), so a command holds nothing of
+/// the host's, as a VM's processes do not. Perl, as the host image's `sh` (dash) cannot
+/// name descriptors above 9 and bash adds `SHLVL` and `PWD` to the environment.
+const CLOSE_FDS: &[&str] = &[
+    "/usr/bin/perl",
+    "-e",
+    r#"use POSIX (); POSIX::close($_) for 3..1023; exec {$ARGV[0]} @ARGV or do { print STDERR "$ARGV[0]: $!\n"; exit 127 }"#,
+];
+
 /// One sandbox's disk.
 #[derive(Debug)]
 pub struct Disk {
     root: PathBuf,
+    machine: Machine,
+    /// The inode of the PID namespace the sandbox's processes are in (the keeper's, or the
+    /// fake's own for per-command sandboxes): a pidfd is trusted only for a process there.
+    pidns: u64,
+    /// Whether the machine was stopped.
+    stopped: AtomicBool,
+}
+
+/// How a sandbox's processes are made.
+#[derive(Debug)]
+enum Machine {
+    /// Every process joins the keeper's namespaces.
+    Kept(Keeper),
+    /// Every process is a fresh bubblewrap in the fake's own PID namespace.
+    PerCommand,
+}
+
+#[derive(Debug)]
+struct Keeper {
+    /// The keeper's outer bubblewrap (its monitor), reaped only when the machine stops, so
+    /// its pid is never anyone else's while we hold it. Its init dies with it
+    /// (`--die-with-parent`), and every process in the PID namespace with the init.
+    monitor: Mutex<Option<Child>>,
+    /// The sandbox's user and PID namespaces, opened once and checked.
+    userns: File,
+    pidns: File,
+}
+
+/// Whether this host can give each sandbox a machine of its own: a bubblewrap with new user
+/// and PID namespaces and its own `/proc` starts (probed once; inside a Docker container
+/// the `/proc` mount is refused).
+pub fn machines_work() -> bool {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        let mut argv = vec!["--unshare-user".to_owned(), "--unshare-pid".to_owned()];
+        argv.extend(image());
+        argv.extend(["--", "true"].map(str::to_owned));
+        std::process::Command::new("bwrap")
+            .args(&argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 impl Disk {
+    /// Makes the disk and, where machines work, starts the sandbox's keeper.
     pub(crate) fn create(root: PathBuf) -> std::io::Result<Self> {
         for (_, dir) in MOUNTS {
             std::fs::create_dir_all(root.join(dir))?;
         }
         std::fs::create_dir_all(root.join("run"))?;
-        Ok(Self { root })
+        if !machines_work() {
+            let pidns = std::fs::metadata("/proc/self/ns/pid")?.ino();
+            return Ok(Self {
+                root,
+                machine: Machine::PerCommand,
+                pidns,
+                stopped: AtomicBool::new(false),
+            });
+        }
+        let (keeper, pidns) = Keeper::start(&root)?;
+        Ok(Self {
+            root,
+            machine: Machine::Kept(keeper),
+            pidns,
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether the sandbox is one machine (a kept PID namespace) rather than per-command
+    /// sandboxes.
+    pub fn is_machine(&self) -> bool {
+        matches!(self.machine, Machine::Kept(_))
+    }
+
+    /// Ends the machine: kills the keeper, and with it every process in the sandbox's PID
+    /// namespace; for per-command sandboxes, the processes envd knows (and their groups).
+    pub(crate) fn stop(&self, known: &[Proc]) {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        match &self.machine {
+            Machine::Kept(keeper) => keeper.stop(),
+            Machine::PerCommand => {
+                for proc in known {
+                    proc.signal_group(Signal::KILL);
+                }
+            }
+        }
+    }
+
+    /// Stops (`pause`) or continues every process of the sandbox: from inside a kept
+    /// machine, all of them (`kill -STOP -1`), as a paused VM is frozen whole; for
+    /// per-command sandboxes, the groups of the processes envd knows.
+    pub(crate) fn signal_all(&self, known: &[Proc], signal: Signal) {
+        match &self.machine {
+            Machine::Kept(keeper) => {
+                let name = if signal == Signal::STOP {
+                    "STOP"
+                } else {
+                    "CONT"
+                };
+                let mut command = self.std_command(keeper, &format!("kill -{name} -1"));
+                let _ = command.status();
+            }
+            Machine::PerCommand => {
+                for proc in known {
+                    proc.signal_group(signal);
+                }
+            }
+        }
+    }
+
+    /// A root shell in the kept machine running `script`, synchronously.
+    fn std_command(&self, keeper: &Keeper, script: &str) -> std::process::Command {
+        let mut bwrap = vec![
+            "--userns".to_owned(),
+            "5".into(),
+            "--pidns".into(),
+            "6".into(),
+        ];
+        bwrap.extend(image());
+        bwrap.extend(
+            ["--", "/bin/sh", "-c", &format!("exec 5<&- 6<&-; {script}")].map(str::to_owned),
+        );
+        let mut command = std::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(r#"u=$1; p=$2; shift 2; exec bwrap "$@" 5<"$u" 6<"$p""#)
+            .arg("sh")
+            .arg(own_fd_path(&keeper.userns))
+            .arg(own_fd_path(&keeper.pidns))
+            .args(&bwrap)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        command
     }
 
     /// The host path holding what the sandbox sees at `/workspace`.
@@ -60,69 +232,73 @@ impl Disk {
         Some((PathBuf::from(path), false))
     }
 
-    /// A command that starts `cmd args` in the sandbox with exactly `env`, writing
-    /// bwrap's info (the command's pid) to `info` (a FIFO).
+    /// A command that starts `cmd args` in the sandbox with exactly `env`, as root or as an
+    /// unprivileged user, writing bwrap's info (the command's pid) to `info` (a FIFO).
     pub(crate) fn command(
         &self,
         cmd: &str,
         args: &[String],
         env: &[(String, String)],
         cwd: &str,
-        internet: bool,
+        who: Who,
         info: &Path,
     ) -> tokio::process::Command {
-        let mut bwrap: Vec<String> = vec![
-            "bwrap".into(),
-            "--info-fd".into(),
-            "3".into(),
-            "--die-with-parent".into(),
-        ];
-        for dir in ["/usr", "/etc"] {
-            bwrap.extend(["--ro-bind".into(), dir.into(), dir.into()]);
+        let mut bwrap: Vec<String> = vec!["bwrap".into(), "--info-fd".into(), "3".into()];
+        if let Machine::Kept(_) = self.machine {
+            // No --die-with-parent: the machine's end ends the process, and a parent-death
+            // signal set while bubblewrap's intermediate child (which joins the PID
+            // namespace and exits at once) is still its parent would kill it at birth.
+            bwrap.extend(["--userns", "5", "--pidns", "6"].map(str::to_owned));
+        } else {
+            bwrap.push("--die-with-parent".into());
         }
-        for link in ["bin", "lib", "lib64", "sbin"] {
-            if std::fs::read_link(format!("/{link}")).is_ok() {
-                bwrap.extend([
-                    "--symlink".into(),
-                    format!("usr/{link}"),
-                    format!("/{link}"),
-                ]);
-            }
-        }
-        bwrap.extend([
-            "--proc".into(),
-            "/proc".into(),
-            "--dev".into(),
-            "/dev".into(),
-        ]);
+        bwrap.extend(image());
         for (inside, dir) in MOUNTS {
             let host = self.root.join(dir).display().to_string();
             bwrap.extend(["--bind".into(), host, (*inside).to_owned()]);
         }
-        if !internet {
+        if !who.root {
+            // Any user but root is an ordinary user of the VM: no capabilities (no raw
+            // sockets, no mounts, no device nodes).
+            bwrap.extend(["--cap-drop".into(), "ALL".into()]);
+        }
+        if !who.internet {
             bwrap.push("--unshare-net".into());
         }
-        bwrap.extend([
-            "--chdir".into(),
-            cwd.to_owned(),
-            "--".into(),
-            cmd.to_owned(),
-        ]);
-        bwrap.extend(args.iter().cloned());
-        // The shell opens the FIFO as descriptor 3 and becomes bwrap, which writes its
-        // info there before it starts the command.
+        bwrap.extend(["--chdir".into(), cwd.to_owned(), "--".into()]);
         let mut command = tokio::process::Command::new("/bin/sh");
+        command.arg("-c");
+        match &self.machine {
+            Machine::Kept(keeper) => {
+                // The shell opens the FIFO as descriptor 3 and the machine's namespaces (our
+                // own descriptors, through /proc) as 5 and 6 (`sh` takes one-digit
+                // descriptors only), and becomes bwrap, which writes its info on 3 before
+                // it starts the command.
+                command
+                    .arg(r#"f=$1; u=$2; p=$3; shift 3; exec "$@" 3>"$f" 5<"$u" 6<"$p""#)
+                    .arg("sh")
+                    .arg(info)
+                    .arg(own_fd_path(&keeper.userns))
+                    .arg(own_fd_path(&keeper.pidns));
+            }
+            Machine::PerCommand => {
+                command
+                    .arg(r#"f=$1; shift; exec "$@" 3>"$f""#)
+                    .arg("sh")
+                    .arg(info);
+            }
+        }
+        bwrap.extend(CLOSE_FDS.iter().map(|a| (*a).to_owned()));
+        bwrap.push(cmd.to_owned());
+        bwrap.extend(args.iter().cloned());
         command
-            .arg("-c")
-            .arg(r#"f=$1; shift; exec "$@" 3>"$f""#)
-            .arg("sh")
-            .arg(info)
             .args(&bwrap)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(false);
         command
     }
@@ -135,17 +311,224 @@ impl Disk {
             .map_err(std::io::Error::from)?;
         Ok(path)
     }
+
+    /// Reads a started command's pid from bwrap's info on `fifo` (blocks until bwrap wrote
+    /// it) and takes hold of the process (a pidfd), if it is still there and in the
+    /// sandbox's PID namespace. `n` tells it from the sandbox's other processes.
+    pub(crate) async fn read_proc(&self, fifo: PathBuf, n: u64) -> Option<Proc> {
+        let text = tokio::task::spawn_blocking(move || {
+            let text = std::fs::read_to_string(&fifo).ok();
+            let _ = std::fs::remove_file(&fifo);
+            text
+        })
+        .await
+        .ok()??;
+        let host = child_pid(&text)?;
+        Some(Proc::hold(host, self.pidns, n))
+    }
 }
 
-/// Reads the command's pid from bwrap's info on `fifo` (blocks until bwrap wrote it).
-pub(crate) async fn read_pid(fifo: PathBuf) -> Option<u32> {
-    let text = tokio::task::spawn_blocking(move || {
-        let text = std::fs::read_to_string(&fifo).ok();
+impl Keeper {
+    /// Starts the keeper over `root` and checks and opens its namespaces; returns it and
+    /// its PID namespace's inode.
+    fn start(root: &Path) -> std::io::Result<(Self, u64)> {
+        let fifo = root.join("run").join("keeper-info");
         let _ = std::fs::remove_file(&fifo);
-        text
-    })
-    .await
-    .ok()??;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+            .map_err(std::io::Error::from)?;
+        let mut keeper = vec![
+            "--unshare-user".to_owned(),
+            "--unshare-pid".to_owned(),
+            "--die-with-parent".to_owned(),
+        ];
+        keeper.extend(image());
+        keeper.extend(["--", "sleep", "infinity"].map(str::to_owned));
+        let mut command = std::process::Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(r#"f=$1; shift; exec bwrap --info-fd 3 "$@" 3>"$f""#)
+            .arg("sh")
+            .arg(&fifo)
+            .args(&keeper)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command.spawn()?;
+        // Blocks until bwrap wrote its info (it does before it starts `sleep`), or died.
+        let text = std::fs::read_to_string(&fifo);
+        let _ = std::fs::remove_file(&fifo);
+        let opened = text
+            .ok()
+            .and_then(|t| Some((child_pid(&t)?, ns_id(&t, "pid-namespace")?)))
+            .and_then(|(init, want)| {
+                // Opened by the init's pid, then held: the PID namespace must be the one
+                // bwrap reported, or the pid was already someone else's.
+                let userns = File::open(format!("/proc/{init}/ns/user")).ok()?;
+                let pidns = File::open(format!("/proc/{init}/ns/pid")).ok()?;
+                (pidns.metadata().ok()?.ino() == want).then_some((userns, pidns, want))
+            });
+        let Some((userns, pidns, inode)) = opened else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other("the sandbox's keeper did not start"));
+        };
+        let keeper = Self {
+            monitor: Mutex::new(Some(child)),
+            userns,
+            pidns,
+        };
+        Ok((keeper, inode))
+    }
+
+    fn stop(&self) {
+        let child = self
+            .monitor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut child) = child {
+            // Unreaped until now, so this is our keeper and nobody else.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// What a process may do: reach the internet (the sandbox's `allow_internet_access`), and
+/// hold root's capabilities (it runs as root).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Who {
+    pub(crate) internet: bool,
+    pub(crate) root: bool,
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        self.stop(&[]);
+    }
+}
+
+/// A process envd started: its pid in the sandbox and a pidfd for it (none when it had
+/// already ended by the time it was looked at: then nothing is ever signalled for it).
+#[derive(Debug)]
+pub(crate) struct Proc {
+    /// Which start of the sandbox it is (envd's own count).
+    pub(crate) n: u64,
+    /// Its pid in the sandbox (0: it had already ended).
+    pub(crate) inside: u32,
+    pidfd: Option<OwnedFd>,
+    /// Its host pid, good only while `pidfd` says the process lives.
+    host: u32,
+}
+
+impl Proc {
+    /// Takes hold of host pid `host`: a pidfd, trusted only if the process it names is in
+    /// the PID namespace `pidns` and was alive throughout the look.
+    fn hold(host: u32, pidns: u64, n: u64) -> Self {
+        let gone = Self {
+            n,
+            inside: 0,
+            pidfd: None,
+            host,
+        };
+        let Some(pid) = i32::try_from(host).ok().and_then(RawPid::from_raw) else {
+            return gone;
+        };
+        let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else {
+            return gone;
+        };
+        let in_sandbox =
+            std::fs::metadata(format!("/proc/{host}/ns/pid")).is_ok_and(|m| m.ino() == pidns);
+        let inside = std::fs::read_to_string(format!("/proc/{host}/status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("NSpid:"))?
+                    .split_whitespace()
+                    .last()?
+                    .parse::<u32>()
+                    .ok()
+            });
+        // Alive now means /proc/<host> was this process all along.
+        if !(in_sandbox && pidfd_alive(&pidfd, host)) {
+            return gone;
+        }
+        match inside {
+            Some(inside) => Self {
+                n,
+                inside,
+                pidfd: Some(pidfd),
+                host,
+            },
+            None => gone,
+        }
+    }
+
+    /// Signals the process itself (envd's `SendSignal`); nothing if it is gone.
+    pub(crate) fn signal(&self, signal: Signal) {
+        if let Some(pidfd) = &self.pidfd {
+            let _ = pidfd_send_signal(pidfd, signal);
+        }
+    }
+
+    /// Signals the process's group (the group it leads once the command's `setsid` ran),
+    /// only while the process lives (so the group id is still its own), and the process.
+    fn signal_group(&self, signal: Signal) {
+        let Some(pidfd) = &self.pidfd else { return };
+        if pidfd_alive(pidfd, self.host)
+            && let Some(pid) = i32::try_from(self.host).ok().and_then(RawPid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(pid, signal);
+        }
+        let _ = pidfd_send_signal(pidfd, signal);
+    }
+}
+
+/// Whether the process of `pidfd` still lives (and is host pid `host`): its fdinfo says
+/// `Pid: -1` once it ended.
+fn pidfd_alive(pidfd: &OwnedFd, host: u32) -> bool {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_fd().as_raw_fd()));
+    info.ok()
+        .and_then(|i| {
+            i.lines()
+                .find_map(|l| l.strip_prefix("Pid:"))
+                .map(|p| p.trim() == host.to_string())
+        })
+        .unwrap_or(false)
+}
+
+/// The path under which a child can open descriptor `file` of ours.
+fn own_fd_path(file: &File) -> String {
+    format!("/proc/{}/fd/{}", std::process::id(), file.as_raw_fd())
+}
+
+/// The host's read-only image every process of a sandbox sees, and its `/proc` and `/dev`.
+fn image() -> Vec<String> {
+    let mut argv = Vec::new();
+    for dir in ["/usr", "/etc"] {
+        argv.extend(["--ro-bind".into(), dir.into(), dir.into()]);
+    }
+    for link in ["bin", "lib", "lib64", "sbin"] {
+        if std::fs::read_link(format!("/{link}")).is_ok() {
+            argv.extend([
+                "--symlink".into(),
+                format!("usr/{link}"),
+                format!("/{link}"),
+            ]);
+        }
+    }
+    argv.extend(["--proc", "/proc", "--dev", "/dev"].map(str::to_owned));
+    argv
+}
+
+fn child_pid(info: &str) -> Option<u32> {
+    let value: serde_json::Value = serde_json::from_str(info).ok()?;
     u32::try_from(value.get("child-pid")?.as_u64()?).ok()
+}
+
+fn ns_id(info: &str, name: &str) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_str(info).ok()?;
+    value.get(name)?.as_u64()
 }

@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use futures::StreamExt;
+use rustix::process::Signal;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -34,7 +35,12 @@ const CHUNK: usize = 32 * 1024;
 const ENVD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 pub(crate) fn router(state: Shared) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    // envd takes uploads of any size (the file lands on the sandbox's disk); axum's
+    // default limit of 2 MiB would turn a large write_file away with 413.
+    Router::new()
+        .fallback(handle)
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .with_state(state)
 }
 
 /// One framed message.
@@ -276,26 +282,47 @@ async fn start(
     };
     let mut child = match target
         .disk
-        .command(cmd, &args, &env, &cwd, target.internet, &fifo)
+        .command(
+            cmd,
+            &args,
+            &env,
+            &cwd,
+            super::disk::Who {
+                internet: target.internet,
+                root: user == "root",
+            },
+            &fifo,
+        )
         .spawn()
     {
         Ok(child) => child,
         Err(e) => return stream_error("internal", &format!("cannot start the process: {e}")),
     };
-    let Some(pid) = super::disk::read_pid(fifo).await else {
+    let Some(proc) = target.disk.read_proc(fifo, n).await else {
         let _ = child.kill().await;
-        return stream_error("internal", "the process did not start");
+        let mut why = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            let _ = stderr.read_to_string(&mut why).await;
+        }
+        return stream_error(
+            "internal",
+            &format!("the process did not start: {}", why.trim()),
+        );
     };
+    let inside = proc.inside;
     let cut = {
         let mut st = lock(state);
         if let Some(s) = st.sandboxes.get_mut(&target.id) {
-            s.pids.push(pid);
+            s.pids.push(proc);
         }
         std::mem::take(&mut st.faults.cut_next_stream)
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, io::Error>>(64);
     let _ = tx
-        .send(Ok(envelope(0, &json!({"event": {"start": {"pid": pid}}}))))
+        .send(Ok(envelope(
+            0,
+            &json!({"event": {"start": {"pid": inside}}}),
+        )))
         .await;
     if cut {
         // Once the headers and the start event are out, the connection fails.
@@ -324,7 +351,9 @@ async fn start(
                 () = tokio::time::sleep(idle) => Some(json!({"keepalive": {}})),
                 () = tokio::time::sleep(until_deadline.unwrap_or(Duration::MAX)), if until_deadline.is_some() => {
                     killed_at_deadline = true;
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(0)), nix::sys::signal::Signal::SIGKILL);
+                    if let Some(s) = lock(&state).sandboxes.get(&id) {
+                        s.pids.iter().filter(|p| p.n == n).for_each(|p| p.signal(Signal::KILL));
+                    }
                     break;
                 }
             };
@@ -336,7 +365,7 @@ async fn start(
         let status = child.wait().await;
         let alive = match lock(&state).sandboxes.get_mut(&id) {
             Some(s) => {
-                s.pids.retain(|p| *p != pid);
+                s.pids.retain(|p| p.n != n);
                 true
             }
             None => false,
@@ -414,20 +443,23 @@ fn send_signal(state: &Shared, target: &Target, body: &[u8]) -> Response {
         .as_u64()
         .and_then(|p| u32::try_from(p).ok());
     let signal = match request["signal"].as_str() {
-        Some("SIGNAL_SIGKILL") => nix::sys::signal::Signal::SIGKILL,
-        Some("SIGNAL_SIGTERM") => nix::sys::signal::Signal::SIGTERM,
+        Some("SIGNAL_SIGKILL") => Signal::KILL,
+        Some("SIGNAL_SIGTERM") => Signal::TERM,
         _ => return connect_error("unimplemented", "only SIGKILL and SIGTERM are supported"),
     };
-    let known = pid.filter(|pid| {
-        lock(state)
+    // The pid is the sandbox's; the process is signalled through the pidfd taken when it
+    // started (never by a number that may be someone else's by now). envd signals the
+    // process itself, not its group.
+    let state = lock(state);
+    let known = pid.filter(|pid| *pid != 0).and_then(|pid| {
+        state
             .sandboxes
             .get(&target.id)
-            .is_some_and(|s| s.pids.contains(pid))
+            .and_then(|s| s.pids.iter().find(|p| p.inside == pid))
     });
-    let Some(pid) = known.and_then(|p| i32::try_from(p).ok()) else {
+    let Some(proc) = known else {
         return connect_error("not_found", "process not found");
     };
-    // envd signals the process itself, not its group.
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    proc.signal(signal);
     axum::Json(json!({})).into_response()
 }

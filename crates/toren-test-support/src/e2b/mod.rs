@@ -7,9 +7,12 @@
 //! shared `sandbox.<domain>` host does. Both planes check credentials: `X-API-Key` on the
 //! control plane, the sandbox's `envdAccessToken` in `X-Access-Token` on the data plane.
 //!
-//! Each sandbox really executes commands: every process is a bubblewrap sandbox (no PID
-//! namespace, so a second command can signal the first's process group, as in one VM) over
-//! the sandbox's own disk, a temp dir whose `workspace`, `home` and `tmp` are bound at
+//! Each sandbox really executes commands, as one machine of its own: a kept bubblewrap
+//! holds the sandbox's user and PID namespaces (its init is PID 1 there, and killing it
+//! ends every process, as a VM's end does), and every process is a bubblewrap sandbox
+//! joining them (so a second command sees and can signal the first's process group, and
+//! nothing of the host or of other sandboxes; envd's pids are the sandbox's) over the
+//! sandbox's own disk, a temp dir whose `workspace`, `home` and `tmp` are bound at
 //! `/workspace`, `/home/user` and `/tmp`, with the host's `/usr` and `/etc` read-only, and
 //! without network unless the sandbox was created with `allow_internet_access`. Paths the
 //! file endpoints take are mapped the same way (anything else reads the host's read-only
@@ -34,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-pub use disk::Disk;
+pub use disk::{Disk, machines_work};
 
 /// The port envd listens on inside every sandbox.
 pub const ENVD_PORT: u16 = 49983;
@@ -103,9 +106,9 @@ pub(crate) struct Sandbox {
     pub(crate) end_at: Instant,
     pub(crate) paused: bool,
     pub(crate) disk: Arc<Disk>,
-    /// Live processes: pid → process group (the same: each starts as a group member of
-    /// the server, then `setsid` makes its own).
-    pub(crate) pids: Vec<u32>,
+    /// Live processes started by envd, by host and sandbox pid (a process's group is its
+    /// own once the command's `setsid` ran).
+    pub(crate) pids: Vec<disk::Proc>,
 }
 
 #[derive(Default)]
