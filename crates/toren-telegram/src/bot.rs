@@ -255,7 +255,10 @@ impl Bot {
             Err(e) => {
                 self.say(
                     chat,
-                    &format!("Cannot open this chat's session: {}", escape_html(&e)),
+                    &format!(
+                        "Cannot open this chat's session: {}",
+                        escape_html(&visible(&e))
+                    ),
                 )
                 .await;
                 return;
@@ -271,8 +274,11 @@ impl Bot {
                     input.push_str(&note);
                 }
                 Err(e) => {
-                    self.say(chat, &format!("Cannot save your file: {}", escape_html(&e)))
-                        .await;
+                    self.say(
+                        chat,
+                        &format!("Cannot save your file: {}", escape_html(&visible(&e))),
+                    )
+                    .await;
                     return;
                 }
             }

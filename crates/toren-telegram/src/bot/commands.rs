@@ -38,7 +38,10 @@ impl Bot {
             "/agent" => self.agent(chat, argument, update.id).await,
             "/files" => match self.session_of(chat, update.id).await {
                 Ok(session) => files::tree(&session).await,
-                Err(e) => format!("Cannot open this chat's session: {}", escape_html(&e)),
+                Err(e) => format!(
+                    "Cannot open this chat's session: {}",
+                    escape_html(&visible(&e))
+                ),
             },
             "/cancel" => self.cancel(chat, user, update).await,
             "/status" => self.status(chat, update.id).await,
@@ -112,7 +115,10 @@ impl Bot {
                     escape_html(HELP)
                 )
             }
-            Err(e) => format!("Cannot open this chat's session: {}", escape_html(&e)),
+            Err(e) => format!(
+                "Cannot open this chat's session: {}",
+                escape_html(&visible(&e))
+            ),
         }
     }
 
@@ -151,7 +157,7 @@ impl Bot {
                 escape_html(&session.name),
                 escape_html(&visible(&session.agent.name))
             ),
-            Err(e) => format!("Cannot start a session: {}", escape_html(&e)),
+            Err(e) => format!("Cannot start a session: {}", escape_html(&visible(&e))),
         }
     }
 
@@ -201,7 +207,12 @@ impl Bot {
     async fn status(&self, chat: i64, update: i64) -> String {
         let session = match self.session_of(chat, update).await {
             Ok(session) => session,
-            Err(e) => return format!("Cannot open this chat's session: {}", escape_html(&e)),
+            Err(e) => {
+                return format!(
+                    "Cannot open this chat's session: {}",
+                    escape_html(&visible(&e))
+                );
+            }
         };
         let view = match self.service.session_view(&session.name).await {
             Ok(view) => view,

@@ -1132,3 +1132,38 @@ turns:
         );
     }
 }
+
+#[test]
+fn an_upload_is_never_written_through_a_symlink_out_of_the_workspace() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    let outside = toren.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    toren.file(
+        "tg.script.yaml",
+        &format!(
+            "turns:\n  - tool_calls:\n      - bash: {{command: \"ln -s {} uploads && echo linked\"}}\n  - text: \"Linked.\"\n",
+            outside.display()
+        ),
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    ask(&fake, "link it", "Linked.");
+    fake.send_file(USER, "data.csv", b"a,b\n", None, false);
+    let refused = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.starts_with("Cannot save your file"))
+    });
+    let stderr = stop(child);
+    assert!(refused, "{stderr} {:?}", fake.messages(USER));
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing was written outside the workspace"
+    );
+    assert_eq!(runs(&toren).len(), 1, "the upload made no turn");
+}
