@@ -23,9 +23,11 @@ impl RunState {
         let mut fresh = FreshIds { turn, next: 1 };
         for call in &mut message.tool_calls {
             let given = std::mem::take(&mut call.id);
+            // `host:` names host approvals, never a call: such an id is the provider's only.
+            let reserved = toren_protocol::is_host_approval_id(&given);
             let (id, wire_id) = if given.trim().is_empty() || in_answer.contains(&given) {
                 (fresh.next_free(&taken), None)
-            } else if taken.contains(&given) {
+            } else if taken.contains(&given) || reserved {
                 (fresh.next_free(&taken), Some(given.clone()))
             } else {
                 (given.clone(), None)

@@ -13,6 +13,7 @@ mod admit;
 mod compact;
 mod context;
 mod decide;
+mod hosts;
 mod prompt;
 mod rewind;
 mod state;
@@ -23,6 +24,7 @@ pub use context::{
     COMPACT_TO_PERCENT, Compaction, OUTPUT_RESERVE_MAX, TOOLS_RESERVE, estimate_tokens,
     message_tokens,
 };
+pub use hosts::{HostApproval, is_side_event};
 pub use prompt::{default_instructions, system_prompt};
 pub use state::{Error, RunState};
 pub use usage::{total_usage, usage_of};

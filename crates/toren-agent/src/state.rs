@@ -89,6 +89,8 @@ pub struct RunState {
     pub(crate) compaction: crate::Compaction,
     /// The token usage of the run's model answers, summed.
     pub(crate) usage: toren_protocol::Usage,
+    /// Hosts outside the network list a person is or was asked about (`hosts`).
+    pub(crate) hosts: crate::hosts::HostApprovals,
     /// The steps a rewind can go back to, and a restore due (`rewind`).
     pub(crate) line: crate::rewind::Line,
 }
@@ -140,6 +142,7 @@ impl RunState {
             used_ids,
             compaction: crate::Compaction::default(),
             usage: toren_protocol::Usage::default(),
+            hosts: crate::hosts::HostApprovals::default(),
             line: crate::rewind::Line::default(),
         };
         crate::rewind::mark(&mut state);
@@ -201,6 +204,13 @@ impl RunState {
                     decision: None,
                 });
             }
+            EventKind::HostApprovalRequested(h) => self.hosts.request(h).map_err(bad)?,
+            // A decision on a host (`host:<name>`): no tool call has such an id (`admit`).
+            EventKind::ApprovalDecided(d) if toren_protocol::is_host_approval_id(&d.call_id) => {
+                self.hosts.decide(d).map_err(bad)?;
+            }
+            // Journaled beside whatever runs; nothing the run decides depends on it.
+            EventKind::EgressConnections(_) => {}
             EventKind::ApprovalDecided(d) => {
                 let p = self
                     .call_mut(&d.call_id)

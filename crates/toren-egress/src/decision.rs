@@ -41,13 +41,19 @@ pub enum Refusal {
     Unreachable(String),
     /// Not a request the proxy serves (origin-form, no port, Host mismatch, …).
     BadRequest(String),
+    /// Nobody answered the ask in time; the request stays open, so a later connection
+    /// to the host gets the answer once given. The text says how to answer.
+    Unanswered(String),
 }
 
 impl Refusal {
     /// The HTTP status the client gets.
     pub fn status(&self) -> u16 {
         match self {
-            Self::NotListed | Self::DeniedOnAsk | Self::ForbiddenAddress { .. } => 403,
+            Self::NotListed
+            | Self::DeniedOnAsk
+            | Self::ForbiddenAddress { .. }
+            | Self::Unanswered(_) => 403,
             Self::Unresolved(_) | Self::Unreachable(_) => 502,
             Self::BadRequest(_) => 400,
         }
@@ -63,7 +69,7 @@ impl Refusal {
             }
             Self::Unresolved(why) => format!("the name did not resolve: {why}"),
             Self::Unreachable(why) => format!("no address could be reached: {why}"),
-            Self::BadRequest(why) => why.clone(),
+            Self::BadRequest(why) | Self::Unanswered(why) => why.clone(),
         }
     }
 }
@@ -75,12 +81,35 @@ pub struct AskRequest {
     pub port: u16,
 }
 
+/// An approver's answer about one host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Allow the host for the run.
+    Allow,
+    /// Refuse the host for the run.
+    Deny,
+    /// No answer in time: this connection is refused with the text (which says how to
+    /// answer), nothing is remembered, and the next connection to the host asks again.
+    Unanswered(String),
+}
+
 /// Answers `ask` requests; the connection is held until it returns. The proxy remembers
-/// the answer per host for the proxy's lifetime (one run), so it is asked once per host.
+/// an allow or a deny per host for the proxy's lifetime (one run), so it is asked once
+/// per host, unless the answer was [`Answer::Unanswered`].
 #[async_trait::async_trait]
 pub trait Approver: Send + Sync + 'static {
     /// `true`: allow this host for the run.
     async fn approve(&self, request: AskRequest) -> bool;
+
+    /// What the proxy calls: by default [`approve`](Self::approve)'s yes or no. An
+    /// approver that gives up waiting overrides it to say so.
+    async fn answer(&self, request: AskRequest) -> Answer {
+        if self.approve(request).await {
+            Answer::Allow
+        } else {
+            Answer::Deny
+        }
+    }
 }
 
 /// The approver until a human one is wired in: refuses everything.
@@ -94,7 +123,22 @@ impl Approver for DenyAll {
     }
 }
 
-/// Receives every decision (the worker will journal them).
+/// What an allowed connection carried, counted on the proxy's side of the upstream
+/// connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Bytes sent to the host (from the sandbox), and received from it.
+    pub up: u64,
+    pub down: u64,
+}
+
+/// Receives every decision (the worker journals them).
 pub trait Recorder: Send + Sync + 'static {
+    /// Each request, once judged (before any byte is relayed).
     fn record(&self, decision: Decision);
+
+    /// An allowed request's upstream connection closed (its tunnel or forwarded
+    /// exchange ended, or the proxy stopped), with what it carried. `decision` is the one
+    /// [`record`](Self::record) got. By default nothing.
+    fn closed(&self, _decision: Decision, _traffic: Traffic) {}
 }

@@ -15,6 +15,7 @@
 //! unix socket into the sandbox; not wired yet), the worker (a future approver/recorder).
 
 pub mod address;
+mod counted;
 mod decision;
 mod error;
 mod intercept;
@@ -22,7 +23,9 @@ mod proxy;
 mod resolve;
 mod tls;
 
-pub use decision::{Approver, AskRequest, Decision, DenyAll, Outcome, Recorder, Refusal};
+pub use decision::{
+    Answer, Approver, AskRequest, Decision, DenyAll, Outcome, Recorder, Refusal, Traffic,
+};
 pub use error::Error;
 pub use intercept::Interception;
 pub use proxy::{Proxy, ProxyConfig};

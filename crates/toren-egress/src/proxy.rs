@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 use toren_protocol::{EgressPolicy, HostVerdict};
 
 use crate::address::forbidden_reason;
+use crate::counted::Counted;
 use crate::intercept::{self, Interception};
-use crate::{Approver, AskRequest, Decision, Error, Outcome, Recorder, Refusal, Resolver};
+use crate::{Answer, Approver, AskRequest, Decision, Error, Outcome, Recorder, Refusal, Resolver};
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -45,7 +46,8 @@ pub struct Proxy {
 
 struct Inner {
     config: ProxyConfig,
-    /// Answers already given on `ask`, by host (never held across an await).
+    /// Answers already given on `ask` (allow or deny), by host (never held across an
+    /// await).
     answers: Mutex<HashMap<String, bool>>,
     /// TLS termination for the hosts that get a secret (`intercept`); `None`: none.
     interception: Option<Arc<Interception>>,
@@ -154,12 +156,16 @@ impl Proxy {
             }
             Err(refusal) => (None, Outcome::Refused(refusal)),
         };
-        self.inner.config.recorder.record(Decision {
+        let decision = Decision {
             host,
             port,
             method,
             outcome: outcome.clone(),
-        });
+        };
+        let recorder = Arc::clone(&self.inner.config.recorder);
+        recorder.record(decision.clone());
+        // The upstream side counts what it carries and reports once it is dropped.
+        let stream = stream.map(|stream| Counted::new(stream, recorder, decision));
         match (stream, outcome) {
             (Some(stream), _) if intercepted => match interception {
                 Some((interception, host)) => {
@@ -200,10 +206,11 @@ impl Proxy {
                         reason: reason.to_owned(),
                     });
                 }
-                if !self.ask(host, port).await {
-                    return Err(Refusal::DeniedOnAsk);
+                match self.ask(host, port).await {
+                    Answer::Allow => true,
+                    Answer::Deny => return Err(Refusal::DeniedOnAsk),
+                    Answer::Unanswered(why) => return Err(Refusal::Unanswered(why)),
                 }
-                true
             }
         };
         let addresses = match literal {
@@ -240,8 +247,9 @@ impl Proxy {
         Err(Refusal::Unreachable(last))
     }
 
-    /// The remembered answer for `host`, or the approver's (the lock is not held across it).
-    async fn ask(&self, host: &str, port: u16) -> bool {
+    /// The remembered answer for `host`, or the approver's (the lock is not held across
+    /// it). An unanswered ask is not remembered: the next connection asks again.
+    async fn ask(&self, host: &str, port: u16) -> Answer {
         let known = self
             .inner
             .answers
@@ -249,22 +257,28 @@ impl Proxy {
             .map(|answers| answers.get(host).copied())
             .unwrap_or(None);
         if let Some(answer) = known {
-            return answer;
+            return if answer { Answer::Allow } else { Answer::Deny };
         }
         let answer = self
             .inner
             .config
             .approver
-            .approve(AskRequest {
+            .answer(AskRequest {
                 host: host.to_owned(),
                 port,
             })
             .await;
+        let given = match answer {
+            Answer::Allow => true,
+            Answer::Deny => false,
+            Answer::Unanswered(_) => return answer,
+        };
         // First answer wins when two connections asked at once.
-        match self.inner.answers.lock() {
-            Ok(mut answers) => *answers.entry(host.to_owned()).or_insert(answer),
-            Err(_) => answer,
-        }
+        let kept = match self.inner.answers.lock() {
+            Ok(mut answers) => *answers.entry(host.to_owned()).or_insert(given),
+            Err(_) => given,
+        };
+        if kept { Answer::Allow } else { Answer::Deny }
     }
 }
 
@@ -302,11 +316,14 @@ fn target(request: &Request<Incoming>) -> Result<(String, u16), String> {
 
 /// Answers 200 and, once the client's connection is upgraded, copies bytes both ways.
 /// The tunnel ends with the proxy (`shutdown`): a finished run leaves no open connection.
-fn tunnel(
+fn tunnel<S>(
     request: Request<Incoming>,
-    mut upstream: TcpStream,
+    mut upstream: S,
     shutdown: CancellationToken,
-) -> Response<Body> {
+) -> Response<Body>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
         match hyper::upgrade::on(request).await {
             Ok(upgraded) => {
@@ -327,7 +344,10 @@ fn tunnel(
 }
 
 /// Sends the request on in origin form over `upstream` and relays the response.
-async fn forward(mut request: Request<Incoming>, upstream: TcpStream) -> Response<Body> {
+async fn forward<S>(mut request: Request<Incoming>, upstream: S) -> Response<Body>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let origin_form = request
         .uri()
         .path_and_query()

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Rewound;
 use crate::{AgentSpec, AssistantMessage, ResolvedPolicy, RunId, RunStatus, Usage};
+use crate::{EgressConnections, HostApprovalRequested};
 
 /// The version written into every new event.
 pub const EVENT_FORMAT_VERSION: u32 = 1;
@@ -69,6 +70,13 @@ pub enum EventKind {
     /// Since v1 (added later; older logs have none). The run goes back to an earlier
     /// step, workspace and conversation together; the events in between stay.
     Rewound(Rewound),
+    /// Since v1 (added later; older logs have none). The sandbox tried to reach a host
+    /// outside its list and a person is asked; answered by an `approval_decided` naming
+    /// the request's id. Comes while a tool call runs.
+    HostApprovalRequested(HostApprovalRequested),
+    /// Since v1 (added later; older logs have none). Connections the egress proxy judged
+    /// since the previous such event.
+    EgressConnections(EgressConnections),
 }
 
 impl EventKind {
@@ -87,6 +95,8 @@ impl EventKind {
             Self::RunCancelled(_) => "run_cancelled",
             Self::ContextCompacted(_) => "context_compacted",
             Self::MessageDelivered(_) => "message_delivered",
+            Self::HostApprovalRequested(_) => "host_approval_requested",
+            Self::EgressConnections(_) => "egress_connections",
             Self::Rewound(_) => "rewound",
         }
     }
@@ -96,7 +106,11 @@ impl EventKind {
         match self {
             // Created, nothing done yet: it waits for a worker.
             Self::RunCreated(_) => Some(RunStatus::Queued),
-            Self::ApprovalRequested(_) => Some(RunStatus::AwaitingApproval),
+            // A host request too: the command that connected is held until a person
+            // answers (the driver keeps its lease; a decision makes the run `running`).
+            Self::ApprovalRequested(_) | Self::HostApprovalRequested(_) => {
+                Some(RunStatus::AwaitingApproval)
+            }
             Self::RunCompleted(_) => Some(RunStatus::Completed),
             Self::RunFailed(_) => Some(RunStatus::Failed),
             Self::RunCancelled(_) => Some(RunStatus::Cancelled),
@@ -112,6 +126,8 @@ impl EventKind {
             // Back at an earlier step: claimable again; what it waits for next (a model
             // call, a decision) the state machine decides from the fold.
             Self::Rewound(_) => Some(RunStatus::Running),
+            // A record of what happened, journaled beside whatever the run is doing.
+            Self::EgressConnections(_) => None,
         }
     }
 }
@@ -193,6 +209,7 @@ fn is_first_attempt(attempt: &u32) -> bool {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalDecided {
+    /// The call decided on, or a host approval's id (`host:<name>`).
     pub call_id: String,
     pub approved: bool,
     /// Who decided (a user name).

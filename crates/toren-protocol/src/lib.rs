@@ -7,6 +7,7 @@
 //! prompt, and run statuses. It performs no I/O and depends on no other Toren crate.
 
 mod agent;
+mod egress_events;
 mod event;
 mod ids;
 mod message;
@@ -20,6 +21,10 @@ mod tool_args;
 pub use agent::CheckpointPolicy;
 pub use agent::{
     AgentSpec, ApprovalPolicy, OnInterrupt, ResolvedPolicy, ResourceLimits, SandboxSpec,
+};
+pub use egress_events::{
+    ConnectionOutcome, EgressConnection, EgressConnections, HOST_APPROVAL_PREFIX,
+    HostApprovalRequested, NETWORK_SUBJECT, host_approval_id, is_host_approval_id,
 };
 pub use event::{
     ApprovalDecided, ApprovalRequested, EVENT_FORMAT_VERSION, Event, EventKind, ModelResponded,

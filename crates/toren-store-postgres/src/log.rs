@@ -134,7 +134,7 @@ impl EventLog for PostgresStore {
                 let state = lock_run(&mut tx, run_id).await?;
                 let rows = sqlx::query_as::<_, (i64, String)>(
                     "SELECT seq, payload FROM events
-                 WHERE run_id = $1 AND kind IN ('approval_requested', 'approval_decided')
+                 WHERE run_id = $1 AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided')
                  ORDER BY seq",
                 )
                 .bind(run_id.as_str())

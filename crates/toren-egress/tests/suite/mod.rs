@@ -1,3 +1,4 @@
+mod answers;
 mod proxy;
 mod secrets;
 mod support;

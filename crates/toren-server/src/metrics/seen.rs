@@ -207,7 +207,9 @@ impl Run {
             | EventKind::ApprovalDecided(_)
             | EventKind::ContextCompacted(_)
             | EventKind::Rewound(_)
-            | EventKind::MessageDelivered(_) => {}
+            | EventKind::MessageDelivered(_)
+            | EventKind::HostApprovalRequested(_)
+            | EventKind::EgressConnections(_) => {}
         }
         Vec::new()
     }

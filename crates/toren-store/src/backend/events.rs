@@ -101,6 +101,11 @@ pub fn check_decision(
                 requested = true;
                 decided = None;
             }
+            // A host's approval (`host:<name>`), decided the same way.
+            EventKind::HostApprovalRequested(request) if request.id == decision.call_id => {
+                requested = true;
+                decided = None;
+            }
             _ => {}
         }
     }

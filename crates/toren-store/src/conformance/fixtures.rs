@@ -189,6 +189,8 @@ pub(super) fn call_id(kind: &EventKind) -> Option<&str> {
         | EventKind::RunFailed(_)
         | EventKind::RunCancelled(_)
         | EventKind::ContextCompacted(_)
-        | EventKind::Rewound(_) => None,
+        | EventKind::Rewound(_)
+        | EventKind::HostApprovalRequested(_)
+        | EventKind::EgressConnections(_) => None,
     }
 }

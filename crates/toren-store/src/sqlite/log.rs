@@ -118,7 +118,7 @@ impl EventLog for SqliteStore {
                 let state = run_state(tx, run_id).await?;
                 let rows = sqlx::query_as::<_, EventRow>(
                     "SELECT run_id, seq, payload FROM events
-             WHERE run_id = ? AND kind IN ('approval_requested', 'approval_decided')
+             WHERE run_id = ? AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided')
              ORDER BY seq",
                 )
                 .bind(run_id.as_str())

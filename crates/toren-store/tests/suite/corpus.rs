@@ -44,9 +44,11 @@ fn variant(kind: &EventKind) -> usize {
         EventKind::ContextCompacted(_) => 10,
         EventKind::MessageDelivered(_) => 11,
         EventKind::Rewound(_) => 12,
+        EventKind::HostApprovalRequested(_) => 13,
+        EventKind::EgressConnections(_) => 14,
     }
 }
-const VARIANTS: usize = 13;
+const VARIANTS: usize = 15;
 
 #[test]
 fn every_kind_is_in_the_corpus() {
@@ -412,6 +414,7 @@ fn expected() -> Vec<Event> {
     .chain(delivering_run())
     .chain(refused_compaction())
     .chain(rewound())
+    .chain(network_records())
     .collect()
 }
 
@@ -736,4 +739,55 @@ fn rewound() -> Vec<Event> {
             by: Some(s("ana via cli")),
         }),
     )]
+}
+
+/// Network access by host (issue 18): a host outside the list asked about while a bash
+/// call ran, and the connections the egress proxy journaled.
+fn network_records() -> Vec<Event> {
+    use toren_protocol::{
+        ConnectionOutcome, EgressConnection, EgressConnections, HostApprovalRequested,
+    };
+    vec![
+        event(
+            RUN_D,
+            30,
+            "2026-03-15T10:00:00Z",
+            EventKind::HostApprovalRequested(HostApprovalRequested::new(
+                "pypi.org",
+                443,
+                Some((s("toolu_9"), s("pip install requests"))),
+            )),
+        ),
+        event(
+            RUN_D,
+            31,
+            "2026-03-15T10:00:05Z",
+            EventKind::EgressConnections(EgressConnections {
+                connections: vec![
+                    EgressConnection {
+                        host: s("pypi.org"),
+                        port: 443,
+                        method: s("CONNECT"),
+                        outcome: ConnectionOutcome::Approved,
+                        reason: None,
+                        address: Some(s("151.101.0.223:443")),
+                        bytes_up: 1200,
+                        bytes_down: 30000,
+                        call_id: Some(s("toolu_9")),
+                    },
+                    EgressConnection {
+                        host: s("evil.example"),
+                        port: 443,
+                        method: s("CONNECT"),
+                        outcome: ConnectionOutcome::Denied,
+                        reason: Some(s("this host is not in the agent's network list")),
+                        address: None,
+                        bytes_up: 0,
+                        bytes_down: 0,
+                        call_id: None,
+                    },
+                ],
+            }),
+        ),
+    ]
 }

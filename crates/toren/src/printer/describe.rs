@@ -80,6 +80,19 @@ pub(crate) fn describe(event: &Event) -> String {
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),
         EventKind::ContextCompacted(c) => compacted(c),
+        EventKind::HostApprovalRequested(h) => format!(
+            "{}: {} (approve: toren approve {} {})",
+            h.id,
+            one_line(&h.summary(), 160),
+            event.run_id,
+            h.id
+        ),
+        EventKind::EgressConnections(c) => c
+            .connections
+            .iter()
+            .map(|c| one_line(&c.summary(), 160))
+            .collect::<Vec<_>>()
+            .join("; "),
         EventKind::Rewound(r) => format!(
             "back to step {}{}{}",
             r.to,

@@ -1,0 +1,108 @@
+//! The run's host approvals, folded: each host outside the agent's network list that the
+//! sandbox tried to reach while `ask` was on, with a person's decision once made. The
+//! egress proxy's approver reads it (through [`crate::RunState::host_approval`]) so that a
+//! resumed run keeps its decisions: an allowed host stays allowed without asking again, a
+//! denied one stays denied, and a request nobody answered yet is waited on, not repeated.
+//!
+//! The state machine's next action does not depend on it: a host request comes while a
+//! tool call runs, and the call's result is what the run waits for.
+
+use std::collections::BTreeMap;
+
+use toren_protocol::{
+    ApprovalDecided, EventKind, HostApprovalRequested, host_approval_id, is_host_approval_id,
+};
+
+/// Whether `kind` leaves what the state machine decides unchanged: the network records a
+/// run's egress proxy appends while a tool call runs (host approval requests, decisions
+/// on them, connection records). A driver whose append found only such events ahead of it
+/// appends again after them: what it was about to record (a model answer, a tool start or
+/// result) is what it would decide again, since the model request is a pure function of
+/// the conversation, which they do not touch.
+pub fn is_side_event(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::HostApprovalRequested(_) | EventKind::EgressConnections(_) => true,
+        EventKind::ApprovalDecided(d) => is_host_approval_id(&d.call_id),
+        _ => false,
+    }
+}
+
+/// One host a person is or was asked about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostApproval {
+    pub request: HostApprovalRequested,
+    /// `Some(true)`: allowed for the run; `Some(false)`: denied; `None`: not answered yet.
+    pub decision: Option<bool>,
+}
+
+/// Host approvals by id (`host:<name>`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HostApprovals {
+    by_id: BTreeMap<String, HostApproval>,
+}
+
+impl HostApprovals {
+    /// Folds a request: one per host per run, its id the host's.
+    pub(crate) fn request(&mut self, request: &HostApprovalRequested) -> Result<(), String> {
+        if request.id != host_approval_id(&request.host) {
+            return Err(format!(
+                "host approval {} is not named after its host {}",
+                request.id, request.host
+            ));
+        }
+        if let Some(earlier) = self.by_id.get(&request.id) {
+            return Err(match earlier.decision {
+                None => format!("{} already waits for a decision", request.id),
+                Some(_) => format!("{} was already decided", request.id),
+            });
+        }
+        self.by_id.insert(
+            request.id.clone(),
+            HostApproval {
+                request: request.clone(),
+                decision: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Folds a decision on a host approval (the store lets only the first one in).
+    pub(crate) fn decide(&mut self, decision: &ApprovalDecided) -> Result<(), String> {
+        match self.by_id.get_mut(&decision.call_id) {
+            Some(approval) if approval.decision.is_none() => {
+                approval.decision = Some(decision.approved);
+                Ok(())
+            }
+            Some(_) => Err(format!("{} was already decided", decision.call_id)),
+            None => Err(format!(
+                "no host approval {} was requested",
+                decision.call_id
+            )),
+        }
+    }
+
+    pub(crate) fn get(&self, host: &str) -> Option<&HostApproval> {
+        self.by_id.get(&host_approval_id(host))
+    }
+
+    pub(crate) fn all(&self) -> impl Iterator<Item = &HostApproval> {
+        self.by_id.values()
+    }
+}
+
+impl crate::RunState {
+    /// What the run knows about network access to `host` beyond its list: requested,
+    /// and decided or not. `None`: never asked about.
+    pub fn host_approval(&self, host: &str) -> Option<&HostApproval> {
+        self.hosts.get(host)
+    }
+
+    /// Every host approval of the run, by host.
+    pub fn host_approvals(&self) -> impl Iterator<Item = &HostApproval> {
+        self.hosts.all()
+    }
+}
+
+#[cfg(test)]
+#[path = "hosts_tests.rs"]
+mod tests;
