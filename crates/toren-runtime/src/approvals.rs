@@ -1,10 +1,13 @@
-//! A run's approvals as a front door shows them: every `approval_requested` of its log,
-//! with the `approval_decided` that answered it, if any. Read from the events alone (a
-//! pure fold, [`approvals_of`]); the rules are the store's: a decision answers the latest
-//! request of its call id, and a request the run ended without answering stays unanswered.
+//! A run's approvals as a front door shows them: every `approval_requested` and
+//! `host_approval_requested` of its log, with the `approval_decided` that answered it, if
+//! any. Read from the events alone (a pure fold, [`approvals_of`]); the rules are the
+//! store's: a decision answers the latest request of its id, and a request the run ended
+//! without answering stays unanswered. A host's approval is shown like a tool call's
+//! (tool `network`, its summary as the command, its id `host:<name>` as the call id), so a
+//! surface that decides by call id decides it too; [`Approval::host`] says which host.
 
 use jiff::Timestamp;
-use toren_protocol::{Event, EventKind, RunId, RunStatus};
+use toren_protocol::{Event, EventKind, HostApprovalRequested, RunId, RunStatus};
 
 use crate::{Result, RunService};
 
@@ -20,6 +23,8 @@ pub struct Approval {
     /// The `at` of its `approval_requested`.
     pub requested_at: Timestamp,
     pub state: ApprovalState,
+    /// When its subject is network access to a host (not a tool call): the request.
+    pub host: Option<HostApprovalRequested>,
 }
 
 /// Where an approval stands.
@@ -57,7 +62,20 @@ pub fn approvals_of(events: &[Event]) -> Vec<Approval> {
                 attempt: request.attempt,
                 requested_at: event.at,
                 state: ApprovalState::Pending,
+                host: None,
             }),
+            EventKind::HostApprovalRequested(request) => {
+                let shown = request.as_approval();
+                approvals.push(Approval {
+                    call_id: shown.call_id,
+                    tool: shown.tool,
+                    command: shown.command,
+                    attempt: shown.attempt,
+                    requested_at: event.at,
+                    state: ApprovalState::Pending,
+                    host: Some(request.clone()),
+                });
+            }
             EventKind::ApprovalDecided(decision) => {
                 // The latest request of the call id (older logs may reuse an id).
                 if let Some(approval) = approvals
@@ -152,6 +170,7 @@ mod tests {
             attempt,
             requested_at: at(seq),
             state,
+            host: None,
         }
     }
 
@@ -189,6 +208,37 @@ mod tests {
                 approval("c1", "ls", 1, 1, decided(true, 2)),
                 approval("c1", "ls", 2, 4, decided(false, 5)),
                 approval("c2", "rm -rf build", 1, 6, ApprovalState::Pending),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_host_approval_is_listed_like_a_call_with_its_host() {
+        let host = toren_protocol::HostApprovalRequested::new(
+            "pypi.org",
+            443,
+            Some(("c1".into(), "pip install x".into())),
+        );
+        let events = vec![
+            event(1, request("c1", "pip install x", 1)),
+            event(2, decide("c1", true)),
+            event(3, EventKind::HostApprovalRequested(host.clone())),
+            event(4, decide("host:pypi.org", false)),
+        ];
+        let mut want = approval(
+            "host:pypi.org",
+            "network access to pypi.org:443 (from bash call c1: pip install x)",
+            1,
+            3,
+            decided(false, 4),
+        );
+        want.tool = "network".into();
+        want.host = Some(host);
+        assert_eq!(
+            approvals_of(&events),
+            vec![
+                approval("c1", "pip install x", 1, 1, decided(true, 2)),
+                want
             ]
         );
     }

@@ -83,6 +83,8 @@ pub struct Worker {
     /// Whether this worker takes workspace checkpoints (each run by its pinned
     /// `checkpoints` policy) before each call that can change the workspace.
     pub(crate) checkpoints: bool,
+    /// How long a connection to a host outside the list waits for a person.
+    pub(crate) host_approval_wait: Duration,
 }
 
 /// What driving one run holds besides its state.
@@ -94,6 +96,9 @@ pub(crate) struct RunContext<'a> {
     pub(crate) sandbox: Option<Arc<dyn Sandbox>>,
     /// The channel the run is bound to, where `send_to_channel` delivers.
     pub(crate) channel: Option<RunChannel>,
+    /// The approver and recorder of the run's egress proxy, once its sandbox is open
+    /// with one.
+    pub(crate) egress: Option<crate::egress::RunEgress>,
 }
 
 impl Worker {
@@ -104,6 +109,7 @@ impl Worker {
             channels: Arc::new(NoChannels),
             park_approvals: false,
             checkpoints: false,
+            host_approval_wait: crate::HOST_APPROVAL_WAIT,
         }
     }
 
@@ -319,6 +325,7 @@ impl Worker {
             backend,
             sandbox: None,
             channel,
+            egress: None,
         };
         // The log as read is let go of once the first step is done, not before: freeing it
         // costs about what folding it did, and the next action does not wait for that.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use toren_model::{ModelProvider, ProviderSettings};
+use toren_protocol::HostApprovalRequested;
 use toren_protocol::{AgentSpec, ApprovalRequested, Event, Message, RunId, SessionTurn};
 
 /// Watches a run as it is driven. Every method has a default that does nothing.
@@ -19,6 +20,13 @@ pub trait Observer: Send + Sync {
     fn event(&self, _event: &Event) {}
     /// The run now waits for a decision on `request` that no [`Approver`] gave.
     fn awaiting_approval(&self, _run: &RunId, _request: &ApprovalRequested) {}
+    /// A command of `run` connected to a host outside the list and the connection waits
+    /// for a decision on `request` (allow the host for the run, or deny it). By default
+    /// shown like a tool approval: tool `network`, the request's summary as what is
+    /// approved, and its id (`host:<name>`) as the call id a decision names.
+    fn awaiting_host_approval(&self, run: &RunId, request: &HostApprovalRequested) {
+        self.awaiting_approval(run, &request.as_approval());
+    }
     /// The model answered one call of `run` after `elapsed` (from the request to the
     /// end of its answer, the provider's own retries included), before the answer is
     /// journaled. Calls that fail are not reported. For latency metrics: no event marks
@@ -42,6 +50,12 @@ impl Observer for Observers {
         self.0
             .iter()
             .for_each(|o| o.awaiting_approval(run, request));
+    }
+
+    fn awaiting_host_approval(&self, run: &RunId, request: &HostApprovalRequested) {
+        self.0
+            .iter()
+            .for_each(|o| o.awaiting_host_approval(run, request));
     }
 
     fn model_call(&self, run: &RunId, elapsed: Duration) {
@@ -68,6 +82,12 @@ pub trait Approver: Send + Sync {
     /// cannot answer (e.g. its input closed); the run then waits for a decision from
     /// elsewhere.
     async fn ask(&self, run: &RunId, request: &ApprovalRequested) -> Option<Decision>;
+
+    /// Asks whether a command of `run` may reach a host outside the list (for the rest of
+    /// the run). By default asked like a tool approval ([`HostApprovalRequested::as_approval`]).
+    async fn ask_host(&self, run: &RunId, request: &HostApprovalRequested) -> Option<Decision> {
+        self.ask(run, &request.as_approval()).await
+    }
 }
 
 /// Builds a run's model provider from its pinned agent spec (by the `provider/…` prefix of

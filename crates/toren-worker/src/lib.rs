@@ -14,6 +14,7 @@
 mod approval;
 mod checkpoints;
 mod driver;
+mod egress;
 mod error;
 mod heartbeat;
 mod hooks;
@@ -26,6 +27,7 @@ pub mod holder;
 
 pub use checkpoints::checkpoint_policy;
 pub use driver::{Outcome, Worker, WorkerConfig};
+pub use egress::{FLUSH_EVERY, HOST_APPROVAL_WAIT, RunEgress};
 pub use error::Error;
 pub use hooks::{Approver, Decision, HistorySource, ModelFactory, Observer, Observers};
 pub use rewind::{RewindOutcome, plan as plan_rewind, restore_if_due, rewind};

@@ -164,10 +164,17 @@ impl Worker {
             policy.workspace = state.sandbox.as_ref().map(|s| s.workspace.clone());
         }
         // The values of the secrets the run's egress proxy injects: to the proxy only.
-        let hooks = toren_sandbox::EgressHooks {
+        let mut hooks = toren_sandbox::EgressHooks {
             secrets: self.secret_values(&policy),
             ..toren_sandbox::EgressHooks::default()
         };
+        // Hosts asked about and connections journaled in the run's log.
+        if toren_sandbox::egress::proxied(&policy).is_some() {
+            let egress = self.egress_for(run.lease);
+            hooks.approver = Arc::new(egress.clone());
+            hooks.recorder = Arc::new(egress.clone());
+            run.egress = Some(egress);
+        }
         let opened = match backend.open_with(&state.run_id, &policy, env, hooks).await {
             Ok(opened) => opened,
             // The run's own workspace is gone: never carry on in another one, and do not
@@ -226,6 +233,10 @@ impl Worker {
         // Every line logged while the tool runs names its call (and, from the caller's
         // span, its run).
         let span = tracing::info_span!("tool", call_id = %call.id, tool = %call.name);
+        // A host asked about meanwhile names this call and its command.
+        if let Some(egress) = &run.egress {
+            egress.set_call(Some(crate::egress::call_of(&call)));
+        }
         let executed = tracing::Instrument::instrument(
             self.config
                 .toolkit
@@ -233,6 +244,11 @@ impl Worker {
             span,
         )
         .await;
+        // The connections it made, journaled with its result.
+        let connections = run.egress.as_ref().and_then(|egress| {
+            egress.set_call(None);
+            egress.take()
+        });
         let (outcome, delivered) = match executed {
             Ok(executed) => (executed.outcome, executed.delivered),
             Err(e) => {
@@ -242,7 +258,7 @@ impl Worker {
                 return self.append(run, state, vec![kind]).await.map(drop);
             }
         };
-        let mut kinds = Vec::new();
+        let mut kinds: Vec<EventKind> = connections.into_iter().collect();
         // A backend may make its instance only when the first command runs (docker's
         // container), or make a new one when the old one vanished: record each.
         if let Some(mut provisioned) = state.provisioned(
@@ -326,12 +342,35 @@ impl Worker {
         state: &mut RunState,
         kinds: Vec<EventKind>,
     ) -> Result<Appended, Error> {
-        match self
-            .config
-            .store
-            .append(run.lease, state.last_seq, kinds)
-            .await
-        {
+        // Retried after side events only (the egress proxy's records, appended while a
+        // tool runs): they change nothing the state machine decides.
+        let appended = loop {
+            match self
+                .config
+                .store
+                .append(run.lease, state.last_seq, kinds.clone())
+                .await
+            {
+                Err(toren_store::Error::Conflict { .. }) => {
+                    let moved = self
+                        .config
+                        .store
+                        .read(&state.run_id, state.last_seq)
+                        .await?;
+                    for event in &moved {
+                        state.apply(event)?;
+                        self.config.observer.event(event);
+                    }
+                    if moved.is_empty()
+                        || !moved.iter().all(|e| toren_agent::is_side_event(&e.kind))
+                    {
+                        return Ok(Appended::CaughtUp);
+                    }
+                }
+                other => break other,
+            }
+        };
+        match appended {
             Ok(events) => {
                 for event in &events {
                     state.apply(event)?;

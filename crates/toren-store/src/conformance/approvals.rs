@@ -189,3 +189,64 @@ pub async fn a_reused_call_id_is_decided_by_its_latest_request(store: &dyn Event
         "a second decision of the latest request is refused with its decision, got {again:?}"
     );
 }
+
+/// A host's approval (`host_approval_requested`, issue 18) is decided like a call's, by its
+/// id `host:<name>`: atomically, first decision wins, with no lease, while the run's
+/// driver holds the run (a tool call runs); the request makes the run wait and the
+/// decision makes it run again. Racing deciders (two front doors) get one winner.
+pub async fn a_host_approval_is_decided_once_by_its_id(store: &dyn EventLog) {
+    use toren_protocol::HostApprovalRequested;
+    let (run_id, _, lease) = new_run(store, "pip install").await;
+    let request = HostApprovalRequested::new(
+        "PyPI.org",
+        443,
+        Some(("toolu_p".into(), "pip install x".into())),
+    );
+    ok(
+        store
+            .append(&lease, 1, vec![EventKind::HostApprovalRequested(request)])
+            .await,
+        "host request",
+    );
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").status,
+        RunStatus::AwaitingApproval,
+        "a held connection waits for a person"
+    );
+    // The call id of the bash call that connected is not the approval's id.
+    let wrong = store
+        .decide_approval(&run_id, decision("toolu_p", true, "ana"))
+        .await;
+    assert!(
+        matches!(wrong, Err(Error::NoPendingApproval { .. })),
+        "{wrong:?}"
+    );
+    let (a, b) = tokio::join!(
+        store.decide_approval(&run_id, decision("host:pypi.org", true, "ana")),
+        store.decide_approval(&run_id, decision("host:pypi.org", false, "bo")),
+    );
+    let (won, lost) = match (a, b) {
+        (Ok(won), Err(lost)) | (Err(lost), Ok(won)) => (won, lost),
+        other => panic!("exactly one of two racing decisions must win, got {other:?}"),
+    };
+    let EventKind::ApprovalDecided(decided) = &won.kind else {
+        panic!("the decision wrote {:?}", won.kind);
+    };
+    assert!(
+        matches!(&lost, Error::AlreadyDecided { call_id, approved, .. }
+            if call_id == "host:pypi.org" && *approved == decided.approved),
+        "the loser is told the winner's decision, got {lost:?}"
+    );
+    assert_eq!(won.seq, 3);
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").status,
+        RunStatus::Running
+    );
+    // The driver's lease still appends (fencing is untouched by a decision), after it.
+    ok(
+        store
+            .append(&lease, 3, vec![super::fixtures::tool_completed("toolu_p")])
+            .await,
+        "the driver goes on",
+    );
+}
