@@ -211,6 +211,18 @@ async fn forward(
             "toren egress: this connection is for its CONNECT host only\n",
         );
     }
+    // A method that makes a server echo the request back would hand the sandbox the
+    // header the proxy just put in; and a tunnel inside the tunnel is not forwarded.
+    let method = request.method().as_str();
+    if ["TRACE", "TRACK", "CONNECT"]
+        .iter()
+        .any(|refused| method.eq_ignore_ascii_case(refused))
+    {
+        return plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "toren egress: TRACE, TRACK and CONNECT are not sent to a host that gets a secret\n",
+        );
+    }
     let map = request.headers_mut();
     for header in headers {
         map.remove(&header.name);

@@ -131,6 +131,17 @@ async fn proxy(origin: SocketAddr, origin_ca: &str) -> (SocketAddr, String, Canc
 /// `CONNECT host:443` through the proxy, then TLS trusting only `ca_pem`, then one
 /// request with `headers`; the whole answer (or the TLS error).
 async fn get(proxy: SocketAddr, host: &str, ca_pem: &str, headers: &str) -> Result<String, String> {
+    send(proxy, host, ca_pem, "GET /user", headers).await
+}
+
+/// As [`get`], with the request line's method and target given (`TRACE /`).
+async fn send(
+    proxy: SocketAddr,
+    host: &str,
+    ca_pem: &str,
+    line: &str,
+    headers: &str,
+) -> Result<String, String> {
     let mut stream = TcpStream::connect(proxy).await.unwrap();
     stream
         .write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n").as_bytes())
@@ -154,7 +165,7 @@ async fn get(proxy: SocketAddr, host: &str, ca_pem: &str, headers: &str) -> Resu
         .connect(name, stream)
         .await
         .map_err(|e| e.to_string())?;
-    tls.write_all(format!("GET /user HTTP/1.1\r\n{headers}connection: close\r\n\r\n").as_bytes())
+    tls.write_all(format!("{line} HTTP/1.1\r\n{headers}connection: close\r\n\r\n").as_bytes())
         .await
         .unwrap();
     let mut out = Vec::new();
@@ -218,6 +229,25 @@ async fn an_intercepted_tunnel_carries_requests_for_its_own_host_only() {
         .unwrap();
     assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
     assert!(seen.try_recv().is_err(), "nothing reached the origin");
+}
+
+#[tokio::test]
+async fn trace_and_connect_inside_an_intercepted_tunnel_are_refused_so_no_host_echoes_the_secret() {
+    // TRACE makes a server echo the request, the injected header included: the proxy
+    // never sends one that carries a secret.
+    let (origin, origin_ca, mut seen) = tls_origin(&["api.test"]).await;
+    let (proxy, run_ca, _stop) = proxy(origin, &origin_ca).await;
+    for line in ["TRACE /", "trace /", "TRACK /", "CONNECT api.test:443"] {
+        let answer = send(proxy, "api.test", &run_ca, line, "Host: api.test\r\n")
+            .await
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 405"), "{line}: {answer}");
+        assert!(!answer.contains(VALUE), "{answer}");
+    }
+    // The origin reports an empty head for a connection that carried no request.
+    while let Ok(head) = seen.try_recv() {
+        assert_eq!(head, "", "nothing reached the origin");
+    }
 }
 
 #[tokio::test]
