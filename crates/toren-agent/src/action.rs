@@ -65,6 +65,16 @@ pub enum Action {
         started: ToolStarted,
         note: Option<&'static str>,
     },
+    /// A limit of the run's budget is reached before a model call: append `event`
+    /// (`budget_reached`); the run then waits for a raise.
+    ReachBudget {
+        event: toren_protocol::BudgetReached,
+    },
+    /// `reached` is recorded and nobody has raised the budget yet: wait for a
+    /// `budget_raised` (or let go of the run, for a worker that parks waiting runs).
+    AwaitBudget {
+        reached: toren_protocol::BudgetReached,
+    },
     /// The model gave its final answer: append `run_completed`.
     Complete { event: RunCompleted },
     /// The run cannot go on: append `run_failed`.

@@ -46,6 +46,8 @@ impl RunState {
                     ),
                 },
             },
+            // A budget reached stops the run before the call, never during one (`budget`).
+            _ if let Some(action) = self.budget_step() => action,
             // The conversation as it fits the context window (`compact`).
             _ => self.model_call(),
         }

@@ -10,6 +10,7 @@
 
 mod action;
 mod admit;
+mod budget;
 mod compact;
 mod context;
 mod decide;

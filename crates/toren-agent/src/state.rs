@@ -89,10 +89,12 @@ pub struct RunState {
     pub(crate) compaction: crate::Compaction,
     /// The token usage of the run's model answers, summed.
     pub(crate) usage: toren_protocol::Usage,
-    /// Hosts outside the network list a person is or was asked about (`hosts`).
-    pub(crate) hosts: crate::hosts::HostApprovals,
     /// The steps a rewind can go back to, and a restore due (`rewind`).
     pub(crate) line: crate::rewind::Line,
+    /// Hosts outside the network list a person is or was asked about (`hosts`).
+    pub(crate) hosts: crate::hosts::HostApprovals,
+    /// Its budget: the limits in force, a pause, the active time (`budget`).
+    pub(crate) budget: crate::budget::BudgetFold,
 }
 
 impl RunState {
@@ -142,8 +144,12 @@ impl RunState {
             used_ids,
             compaction: crate::Compaction::default(),
             usage: toren_protocol::Usage::default(),
-            hosts: crate::hosts::HostApprovals::default(),
             line: crate::rewind::Line::default(),
+            hosts: crate::hosts::HostApprovals::default(),
+            budget: crate::budget::BudgetFold::new(
+                created.agent.budget.map(|b| b.limits).unwrap_or_default(),
+                first.at,
+            ),
         };
         crate::rewind::mark(&mut state);
         for event in rest {
@@ -163,6 +169,7 @@ impl RunState {
         if event.seq != self.last_seq + 1 {
             return Err(bad(format!("expected seq {}", self.last_seq + 1)));
         }
+        self.budget.tick(self.status, event);
         self.line.event_folded();
         match &event.kind {
             EventKind::RunCreated(_) => return Err(bad("the run was already created".into())),
@@ -273,6 +280,24 @@ impl RunState {
                 self.compaction
                     .record(c, &self.messages, window)
                     .map_err(bad)?;
+            }
+            EventKind::BudgetReached(r) => {
+                // Recorded before a model call, between turns, once until raised.
+                if !self.pending.is_empty() || self.status == RunStatus::AwaitingBudget {
+                    return Err(bad(
+                        "a budget is reached between turns, once until it is raised".into(),
+                    ));
+                }
+                self.budget.reach(r);
+            }
+            EventKind::BudgetRaised(r) => {
+                if self.status != RunStatus::AwaitingBudget {
+                    return Err(bad(format!(
+                        "the run does not wait for a budget raise (it is {})",
+                        self.status
+                    )));
+                }
+                self.budget.raise(r);
             }
             EventKind::SandboxProvisioned(s) => self.sandbox = Some(s.clone()),
             EventKind::RunCompleted(c) => self.output = Some(c.output.clone()),

@@ -13,6 +13,7 @@ use crate::{Action, INTERRUPTED_NOTE};
 pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
     EventKind::RunCreated(RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "t".into(),
             model: "scripted/s.yaml".into(),
             instructions: None,

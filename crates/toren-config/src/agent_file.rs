@@ -175,6 +175,7 @@ impl Checker<'_> {
             None => None,
             Some(count) => Some(self.context_tokens(count)?),
         };
+        let budget = self.budget(raw.budget, raw.pricing, &raw.model.value)?;
         Ok(AgentSpec {
             name: raw.name.value,
             model: raw.model.value,
@@ -182,6 +183,7 @@ impl Checker<'_> {
             sandbox,
             max_turns,
             context_tokens,
+            budget,
             source: None,
         })
     }

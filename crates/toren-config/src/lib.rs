@@ -8,6 +8,7 @@
 //! binary supplies — this crate never reads the environment itself.
 
 mod agent_file;
+mod budget;
 mod checkpoints;
 mod context_tokens;
 mod diagnostic;
@@ -23,6 +24,7 @@ mod telegram;
 mod yaml_errors;
 
 pub use agent_file::{MAX_NAME_LEN, PROVIDERS, load_agent, parse_agent};
+pub use budget::MAX_USD;
 pub use checkpoints::MAX_CHECKPOINTS_KEPT;
 pub use context_tokens::{MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS};
 pub use diagnostic::{Diagnostic, Position};

@@ -25,6 +25,10 @@ pub(crate) struct RawAgent {
     pub(crate) max_turns: Option<Spanned<RawCount>>,
     #[serde(default)]
     pub(crate) context_tokens: Option<Spanned<RawCount>>,
+    #[serde(default)]
+    pub(crate) budget: Option<Spanned<crate::budget::RawBudget>>,
+    #[serde(default)]
+    pub(crate) pricing: Option<Spanned<crate::budget::RawPricing>>,
 }
 
 /// `sandbox:` — `true`, `false`, a mapping, or something else to report.

@@ -27,6 +27,9 @@ pub struct AgentSpec {
     /// `None`: the size Toren knows for `model` ([`crate::context_window`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_tokens: Option<u32>,
+    /// The agent file's `budget` and `pricing`; `None`: no limits, prices from the table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::Budget>,
     /// The file the spec was read from, absolute; relative paths in the spec (the
     /// `scripted/` model) resolve against its directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,6 +44,14 @@ impl AgentSpec {
     pub fn context_window(&self) -> u32 {
         self.context_tokens
             .unwrap_or_else(|| crate::context_window(&self.model))
+    }
+
+    /// What this agent's tokens cost: the agent file's `pricing`, else the table's for
+    /// `model` ([`crate::known_pricing`]); `None`: unknown.
+    pub fn pricing(&self) -> Option<crate::Pricing> {
+        self.budget
+            .and_then(|b| b.pricing)
+            .or_else(|| crate::known_pricing(&self.model))
     }
 
     /// The provider part and the model part of `model`.

@@ -9,7 +9,10 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::Rewound;
-use crate::{AgentSpec, AssistantMessage, ResolvedPolicy, RunId, RunStatus, Usage};
+use crate::{
+    AgentSpec, AssistantMessage, BudgetRaised, BudgetReached, ResolvedPolicy, RunId, RunStatus,
+    Usage,
+};
 use crate::{EgressConnections, HostApprovalRequested};
 
 /// The version written into every new event.
@@ -67,9 +70,12 @@ pub enum EventKind {
     /// Since v1 (added later; older logs have none). A file the agent sent reached the
     /// person through the run's channel; journaled with the call's `tool_completed`.
     MessageDelivered(MessageDelivered),
-    /// Since v1 (added later; older logs have none). The run goes back to an earlier
-    /// step, workspace and conversation together; the events in between stay.
-    Rewound(Rewound),
+    /// Since v1 (added later). A limit of the run's budget was reached before a model
+    /// call: the run waits (`awaiting_budget`) until someone raises it.
+    BudgetReached(BudgetReached),
+    /// Since v1 (added later). Someone raised the budget of a run that waited for it; any
+    /// worker may pick it up again.
+    BudgetRaised(BudgetRaised),
     /// Since v1 (added later; older logs have none). The sandbox tried to reach a host
     /// outside its list and a person is asked; answered by an `approval_decided` naming
     /// the request's id. Comes while a tool call runs.
@@ -77,6 +83,9 @@ pub enum EventKind {
     /// Since v1 (added later; older logs have none). Connections the egress proxy judged
     /// since the previous such event.
     EgressConnections(EgressConnections),
+    /// Since v1 (added later; older logs have none). The run goes back to an earlier
+    /// step, workspace and conversation together; the events in between stay.
+    Rewound(Rewound),
 }
 
 impl EventKind {
@@ -97,6 +106,8 @@ impl EventKind {
             Self::MessageDelivered(_) => "message_delivered",
             Self::HostApprovalRequested(_) => "host_approval_requested",
             Self::EgressConnections(_) => "egress_connections",
+            Self::BudgetReached(_) => "budget_reached",
+            Self::BudgetRaised(_) => "budget_raised",
             Self::Rewound(_) => "rewound",
         }
     }
@@ -114,6 +125,9 @@ impl EventKind {
             Self::RunCompleted(_) => Some(RunStatus::Completed),
             Self::RunFailed(_) => Some(RunStatus::Failed),
             Self::RunCancelled(_) => Some(RunStatus::Cancelled),
+            Self::BudgetReached(_) => Some(RunStatus::AwaitingBudget),
+            // Raised: claimable again, like a decided approval.
+            Self::BudgetRaised(_) => Some(RunStatus::Running),
             // A worker did something: the run runs (these never come while it awaits a
             // decision, and nothing comes after its end).
             Self::ApprovalDecided(_)
@@ -123,8 +137,8 @@ impl EventKind {
             | Self::SandboxProvisioned(_)
             | Self::ContextCompacted(_)
             | Self::MessageDelivered(_) => Some(RunStatus::Running),
-            // Back at an earlier step: claimable again; what it waits for next (a model
-            // call, a decision) the state machine decides from the fold.
+            // Back at an earlier step: claimable, like a raised budget; what it waits for
+            // next (a model call, a decision) the state machine decides from the fold.
             Self::Rewound(_) => Some(RunStatus::Running),
             // A record of what happened, journaled beside whatever the run is doing.
             Self::EgressConnections(_) => None,

@@ -7,6 +7,7 @@
 //! prompt, and run statuses. It performs no I/O and depends on no other Toren crate.
 
 mod agent;
+mod budget;
 mod egress_events;
 mod event;
 mod ids;
@@ -22,6 +23,9 @@ pub use agent::CheckpointPolicy;
 pub use agent::{
     AgentSpec, ApprovalPolicy, OnInterrupt, ResolvedPolicy, ResourceLimits, SandboxSpec,
 };
+pub use budget::{
+    Budget, BudgetLimit, BudgetLimits, BudgetRaised, BudgetReached, Pricing, Spending, Usd,
+};
 pub use egress_events::{
     ConnectionOutcome, EgressConnection, EgressConnections, HOST_APPROVAL_PREFIX,
     HostApprovalRequested, NETWORK_SUBJECT, host_approval_id, is_host_approval_id,
@@ -35,7 +39,7 @@ pub use event::{ChannelBinding, MessageDelivered};
 pub use event::{ContextCompacted, MessageRange, SizeRefusal};
 pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
-pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window};
+pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window, known_pricing};
 pub use network::{EgressPolicy, HostPattern, HostVerdict};
 pub use rewind::Rewound;
 pub use secrets::{SECRET_PLACEHOLDER, SecretRule};

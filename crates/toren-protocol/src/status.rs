@@ -14,6 +14,8 @@ pub enum RunStatus {
     Queued,
     Running,
     AwaitingApproval,
+    /// Paused at a limit of its budget until someone raises it; no worker claims it.
+    AwaitingBudget,
     Completed,
     Failed,
     Cancelled,
@@ -25,6 +27,7 @@ impl RunStatus {
             Self::Queued => "queued",
             Self::Running => "running",
             Self::AwaitingApproval => "awaiting_approval",
+            Self::AwaitingBudget => "awaiting_budget",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -35,7 +38,7 @@ impl RunStatus {
     pub fn is_terminal(self) -> bool {
         match self {
             Self::Completed | Self::Failed | Self::Cancelled => true,
-            Self::Queued | Self::Running | Self::AwaitingApproval => false,
+            Self::Queued | Self::Running | Self::AwaitingApproval | Self::AwaitingBudget => false,
         }
     }
 }
@@ -59,6 +62,7 @@ impl FromStr for RunStatus {
             "queued" => Self::Queued,
             "running" => Self::Running,
             "awaiting_approval" => Self::AwaitingApproval,
+            "awaiting_budget" => Self::AwaitingBudget,
             "completed" => Self::Completed,
             "failed" => Self::Failed,
             "cancelled" => Self::Cancelled,

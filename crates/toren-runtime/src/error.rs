@@ -25,6 +25,16 @@ pub enum Error {
     Workspace(#[source] toren_sandbox::Error),
     #[error("run {run} has no call {call} waiting for a decision")]
     NoPendingApproval { run: RunId, call: String },
+    #[error(
+        "run {run} has no {limit} budget to raise; raise one of the limits its agent file sets \
+         (`toren runs show {run}` shows them)"
+    )]
+    NoSuchLimit {
+        run: RunId,
+        limit: toren_protocol::BudgetLimit,
+    },
+    #[error("nothing to raise for run {run}: give an amount of tokens, dollars or wall time")]
+    NothingToRaise { run: RunId },
     #[error(transparent)]
     Store(#[from] toren_store::Error),
     #[error(transparent)]
@@ -37,6 +47,8 @@ impl Error {
         match self {
             Self::SandboxesDisabled { .. }
             | Self::NoPendingApproval { .. }
+            | Self::NoSuchLimit { .. }
+            | Self::NothingToRaise { .. }
             | Self::BadSessionName { .. } => true,
             Self::Store(e) => matches!(
                 e,
@@ -44,6 +56,7 @@ impl Error {
                     | toren_store::Error::RunEnded { .. }
                     | toren_store::Error::AlreadyDecided { .. }
                     | toren_store::Error::NoPendingApproval { .. }
+                    | toren_store::Error::NotAwaitingBudget { .. }
                     | toren_store::Error::SessionExists(_)
                     | toren_store::Error::SessionNotFound(_)
                     | toren_store::Error::TurnInProgress { .. }

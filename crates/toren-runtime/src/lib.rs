@@ -11,6 +11,7 @@
 //! in the same process reports to) and, across processes, by a short poll.
 
 mod approvals;
+mod budget;
 mod error;
 mod follow;
 mod policy;
@@ -21,6 +22,7 @@ mod sessions;
 mod workers;
 
 pub use approvals::{Approval, ApprovalState, Decided, approvals_of};
+pub use budget::BudgetRaise;
 pub use error::{Error, Result};
 pub use follow::{Follow, Followed, Moves, Notifier};
 pub use policy::{PolicySettings, resolve_policy};

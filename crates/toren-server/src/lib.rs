@@ -11,6 +11,7 @@
 //! with `tower::ServiceExt::oneshot`.
 
 mod auth;
+mod budget;
 mod error;
 mod events;
 mod files;
@@ -95,6 +96,7 @@ fn guarded_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(runs::get))
         .routes(routes!(runs::cancel))
         .routes(routes!(rewind::rewind))
+        .routes(routes!(budget::raise))
         .routes(routes!(events::events))
         .routes(routes!(runs::approvals))
         .routes(routes!(runs::decide))

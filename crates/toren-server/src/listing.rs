@@ -16,10 +16,11 @@ pub(crate) const DEFAULT_LIMIT: u32 = 50;
 pub(crate) const MAX_LIMIT: u32 = 1000;
 
 /// Every status, as `status=` takes them.
-const STATUSES: [RunStatus; 6] = [
+const STATUSES: [RunStatus; 7] = [
     RunStatus::Queued,
     RunStatus::Running,
     RunStatus::AwaitingApproval,
+    RunStatus::AwaitingBudget,
     RunStatus::Completed,
     RunStatus::Failed,
     RunStatus::Cancelled,
@@ -30,7 +31,7 @@ const STATUSES: [RunStatus; 6] = [
 #[derive(utoipa::ToSchema)]
 #[schema(
     value_type = String,
-    pattern = r"^\s*(?:(?:queued|running|awaiting_approval|completed|failed|cancelled)\s*)?(?:,\s*(?:(?:queued|running|awaiting_approval|completed|failed|cancelled)\s*)?)*$",
+    pattern = r"^\s*(?:(?:queued|running|awaiting_approval|awaiting_budget|completed|failed|cancelled)\s*)?(?:,\s*(?:(?:queued|running|awaiting_approval|awaiting_budget|completed|failed|cancelled)\s*)?)*$",
     example = "completed,failed"
 )]
 #[expect(dead_code, reason = "a schema only: `parse` reads the text")]
@@ -173,7 +174,7 @@ mod tests {
         for (list, says) in [
             (
                 vec![("status", "done")],
-                "queued, running, awaiting_approval, completed, failed, cancelled",
+                "queued, running, awaiting_approval, awaiting_budget, completed, failed, cancelled",
             ),
             (vec![("limit", "many")], "whole number"),
             (vec![("cursor", "nope")], "cursor"),

@@ -36,10 +36,11 @@ use seen::{Observed, Outcome, Runs};
 
 /// Every run status, each reported (zero included) so that a status's series never
 /// vanishes.
-const STATUSES: [RunStatus; 6] = [
+const STATUSES: [RunStatus; 7] = [
     RunStatus::Queued,
     RunStatus::Running,
     RunStatus::AwaitingApproval,
+    RunStatus::AwaitingBudget,
     RunStatus::Completed,
     RunStatus::Failed,
     RunStatus::Cancelled,

@@ -108,6 +108,8 @@ pub(crate) struct RunDetail {
     /// The approval it waits for, if any.
     #[schema(value_type = Option<crate::openapi::PendingApprovalSchema>)]
     pending_approval: Option<toren_protocol::ApprovalRequested>,
+    /// What it has spent and its budget; `null` when its log cannot be replayed.
+    spending: Option<crate::budget::SpendingBody>,
     /// Why its log cannot be replayed (it has then been recorded as failed).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -364,6 +366,7 @@ pub(crate) async fn list(
     let Query(pairs) = query?;
     let query = crate::listing::parse(&pairs)?;
     let page = state.service.list_page(&query).await?;
+        spending: crate::budget::SpendingBody::of(&view),
     let runs: Vec<RunBody> = page.runs.iter().map(RunBody::from).collect();
     let next = page.next.as_ref();
     Ok(Json(RunPage {

@@ -359,3 +359,101 @@ async fn readyz_says_503_naming_the_sandbox_backend_when_it_cannot_open_sandboxe
     );
     assert!(!down.text().contains(home.dir.path().to_str().unwrap()));
 }
+
+#[tokio::test]
+async fn a_run_paused_at_its_budget_is_raised_over_the_api_and_completes() {
+    use toren_protocol::{BudgetLimit, BudgetLimits, BudgetReached, EventKind, Spending};
+
+    let home = Home::new().await;
+    let agents = &home.state.agents_dir;
+    std::fs::write(agents.join("thrifty.script.yaml"), DONE).unwrap();
+    std::fs::write(
+        agents.join("thrifty.yaml"),
+        "name: thrifty\nmodel: scripted/thrifty.script.yaml\nbudget: {tokens: 10}\n",
+    )
+    .unwrap();
+    let id = home.create("thrifty", "go").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/runs/{id}/budget");
+
+    // Not paused yet: nothing to raise.
+    let early = home.post(&path, json!({"add_tokens": 5})).await;
+    assert_eq!(early.status, StatusCode::CONFLICT, "{}", early.text());
+    assert_eq!(early.content_type(), "application/problem+json");
+
+    // Paused as a worker pauses it: `budget_reached` under the run's lease.
+    let store = home.state.service.store();
+    let run: toren_protocol::RunId = id.parse().unwrap();
+    let lease = store
+        .acquire_lease(&run, "test", std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    let reached = BudgetReached {
+        reached: vec![BudgetLimit::Tokens],
+        spent: Spending {
+            tokens: 12,
+            usd: Some(toren_protocol::Usd::ZERO),
+            wall_secs: 0,
+        },
+        limits: BudgetLimits {
+            tokens: Some(10),
+            ..BudgetLimits::default()
+        },
+    };
+    store
+        .append(&lease, 1, vec![EventKind::BudgetReached(reached)])
+        .await
+        .unwrap();
+    store.release_lease(&lease).await.unwrap();
+    let paused = home.get(&format!("/runs/{id}")).await.json();
+    assert_eq!(paused["status"], "awaiting_budget");
+    assert_eq!(paused["spending"]["reached"], json!(["tokens"]));
+    assert_eq!(
+        paused["spending"]["limits"],
+        json!({"tokens": 10, "usd": null, "wall_secs": null})
+    );
+
+    for (body, status) in [
+        (json!({}), StatusCode::UNPROCESSABLE_ENTITY),
+        (json!({"add_usd": 2.0}), StatusCode::UNPROCESSABLE_ENTITY),
+        (
+            json!({"add_wall": "soon"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (json!({"add_tokens": -1}), StatusCode::UNPROCESSABLE_ENTITY),
+        (json!({"add_tokenz": 1}), StatusCode::UNPROCESSABLE_ENTITY),
+    ] {
+        let reply = home.post(&path, body.clone()).await;
+        assert_eq!((&body, reply.status), (&body, status), "{}", reply.text());
+    }
+    let unknown = home
+        .post(
+            "/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/budget",
+            json!({"add_tokens": 1}),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND, "{}", unknown.text());
+
+    let raised = home.post(&path, json!({"add_tokens": 1000})).await;
+    assert_eq!(raised.status, StatusCode::ACCEPTED, "{}", raised.text());
+    assert_eq!(raised.json()["status"], "running");
+    let again = home.post(&path, json!({"add_tokens": 1000})).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.text());
+
+    home.drive(&id).await;
+    let done = home.get(&format!("/runs/{id}")).await.json();
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["spending"]["limits"]["tokens"], 1_010);
+    assert_eq!(done["spending"]["reached"], json!([]));
+    let events = home.sse_after(&id, 0).await;
+    let raise = events
+        .iter()
+        .find(|e| e["type"] == "budget_raised")
+        .unwrap();
+    assert_eq!(
+        (&raise["by"], &raise["via"]),
+        (&json!("api-client"), &json!("api"))
+    );
+}

@@ -154,7 +154,14 @@ fn request_bodies_refuse_unknown_members_and_routes_use_openapi_templates() {
     bodies.sort();
     assert_eq!(
         bodies,
-        ["CreateRun", "CreateSession", "Decision", "Message", "RewindRequest"]
+        [
+            "CreateRun",
+            "CreateSession",
+            "Decision",
+            "Message",
+            "RaiseBudget",
+            "RewindRequest"
+        ]
     );
 }
 

@@ -37,7 +37,7 @@ const STATUS_AFTER = {
   run_completed: "completed", run_failed: "failed", run_cancelled: "cancelled",
   approval_decided: "running", model_responded: "running", tool_started: "running",
   tool_completed: "running", sandbox_provisioned: "running", context_compacted: "running",
-  message_delivered: "running",
+  message_delivered: "running", budget_reached: "awaiting_budget", budget_raised: "running",
 };
 const KINDS = Object.keys(STATUS_AFTER);
 
@@ -61,6 +61,7 @@ function runPage() {
   const streamState = document.getElementById("stream-state");
   const approval = document.getElementById("approval");
   const cancel = document.getElementById("cancel");
+  const budget = document.getElementById("budget");
   const seen = new Set();
   const calls = {}; // call id -> {node, started}
   const usage = { input: 0, output: 0 };
@@ -177,6 +178,29 @@ function runPage() {
       case "context_compacted":
         timeline.append(seqNode(el("li", "event muted", "context compacted")));
         break;
+      case "budget_reached": {
+        const s = event.spent || {};
+        const what = (event.reached || []).join(" and ");
+        document.getElementById("spending").textContent = (s.tokens || 0) + " tokens" +
+          (s.usd !== undefined && s.usd !== null ? " · $" + Number(s.usd).toFixed(4) : "") +
+          " · " + (s.wall_secs || 0) + " s active";
+        document.getElementById("budget-reached").textContent =
+          "Reached: " + what + ". Raise it to let the run go on from where it stopped.";
+        document.getElementById("budget-error").textContent = "";
+        budget.hidden = false;
+        timeline.append(seqNode(el("li", "event muted budget", "budget reached: " + what)));
+        break;
+      }
+      case "budget_raised": {
+        const added = [];
+        if (event.tokens) added.push(event.tokens + " tokens");
+        if (event.usd) added.push("$" + event.usd);
+        if (event.wall_secs) added.push(event.wall_secs + " s");
+        budget.hidden = true;
+        timeline.append(seqNode(el("li", "event muted budget", "budget raised by " + event.by +
+          " via " + event.via + ": +" + added.join(", +"))));
+        break;
+      }
       default:
         timeline.append(seqNode(el("li", "event muted", event.type)));
     }
@@ -184,6 +208,7 @@ function runPage() {
     if (TERMINAL.has(STATUS_AFTER[event.type])) {
       cancel.hidden = true;
       approval.hidden = true;
+      if (budget) budget.hidden = true;
     }
   }
 
@@ -229,6 +254,20 @@ function runPage() {
   };
   document.getElementById("approve").addEventListener("click", () => decide("approve"));
   document.getElementById("deny").addEventListener("click", () => decide("deny"));
+  const raise = document.getElementById("raise-budget");
+  if (raise) raise.addEventListener("click", async () => {
+    const body = {};
+    const value = (id) => { const n = document.getElementById(id); return n ? n.value.trim() : ""; };
+    if (value("add-tokens")) body.add_tokens = Number(value("add-tokens"));
+    if (value("add-usd")) body.add_usd = Number(value("add-usd").replace(/^\$/, ""));
+    if (value("add-wall")) body.add_wall = value("add-wall");
+    try {
+      await post("/ui/api/runs/" + encodeURIComponent(run) + "/budget", body);
+      budget.hidden = true;
+    } catch (e) {
+      document.getElementById("budget-error").textContent = e.message;
+    }
+  });
   cancel.addEventListener("click", async () => {
     if (!window.confirm("Cancel this run?")) return;
     try { await post("/ui/api/runs/" + encodeURIComponent(run) + "/cancel", {}); }

@@ -19,6 +19,7 @@ use toren_test_support::postgres::Cluster;
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "bench".into(),
             model: "scripted/s.yaml".into(),
             instructions: None,

@@ -185,6 +185,39 @@ impl EventLog for PostgresStore {
         .await
     }
 
+    async fn raise_budget(
+        &self,
+        run_id: &RunId,
+        raised: toren_protocol::BudgetRaised,
+    ) -> Result<Event> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let result: Result<_> = async {
+                let state = lock_run(&mut tx, run_id).await?;
+                state.refuse_if_ended(run_id)?;
+                if state.status != RunStatus::AwaitingBudget {
+                    return Err(Error::NotAwaitingBudget {
+                        run_id: run_id.clone(),
+                        status: state.status,
+                    });
+                }
+                let mut events = write_events(
+                    &mut tx,
+                    run_id,
+                    self.clock.now(),
+                    state.last_seq,
+                    state.status,
+                    vec![EventKind::BudgetRaised(raised)],
+                )
+                .await?;
+                events.pop().ok_or_else(|| unwritten(run_id))
+            }
+            .await;
+            finish(tx, result).await
+        })
+        .await
+    }
+
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
         self.bounded(self.lease_run(run_id, None, holder, ttl))
             .await

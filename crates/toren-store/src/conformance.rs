@@ -14,6 +14,7 @@
 
 mod alternating;
 mod approvals;
+mod budget;
 mod cancel;
 mod chats;
 mod claims;
@@ -43,6 +44,7 @@ pub use approvals::{
     decision_on_ended_run_is_refused, decision_without_request_is_refused, first_decision_wins,
     pending_calls_are_decided_independently,
 };
+pub use budget::a_paused_run_is_raised_once_without_its_lease;
 pub use cancel::{
     a_held_run_is_cancelled_without_its_lease, ended_and_unknown_runs_are_not_cancelled,
 };
@@ -101,6 +103,7 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     a_host_approval_is_decided_once_by_its_id(s).await;
     a_held_run_is_cancelled_without_its_lease(s).await;
     ended_and_unknown_runs_are_not_cancelled(s).await;
+    a_paused_run_is_raised_once_without_its_lease(s, clock).await;
     leases_are_renewed_and_released(s, clock).await;
     a_live_lease_keeps_other_holders_out(s, clock).await;
     an_expired_lease_can_be_taken_over(s, clock).await;

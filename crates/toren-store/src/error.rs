@@ -94,6 +94,13 @@ pub enum Error {
     )]
     NoPendingApproval { run_id: RunId, call_id: String },
 
+    /// `raise_budget` on a run that is not paused at its budget.
+    #[error(
+        "run {run_id} is not waiting for its budget to be raised (it is {status}); a budget \
+         is raised once the run has paused at it"
+    )]
+    NotAwaitingBudget { run_id: RunId, status: RunStatus },
+
     #[error(
         "call {call_id} of run {run_id} was already {}; a decision cannot be changed",
         if *approved { "approved" } else { "denied" }
@@ -210,6 +217,7 @@ impl Error {
             | Self::Leased { .. }
             | Self::LeaseLost { .. }
             | Self::NoPendingApproval { .. }
+            | Self::NotAwaitingBudget { .. }
             | Self::AlreadyDecided { .. }
             | Self::CorruptEvent { .. }
             | Self::CorruptRun { .. }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use jiff::Timestamp;
 use toren_protocol::{
-    ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
+    ApprovalDecided, BudgetRaised, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
 };
 
 use crate::{ClaimQuery, ClaimRequest, Lease, LeaseInfo, Result, RunPage, RunQuery};
@@ -199,6 +199,16 @@ pub trait EventLog: Send + Sync {
     /// [`Error::RunEnded`](crate::Error::RunEnded); an unknown run is
     /// [`Error::RunNotFound`](crate::Error::RunNotFound).
     async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event>;
+
+    /// Raises the budget of a run paused at it, atomically: the run must be
+    /// `awaiting_budget` (its last event a `budget_reached`); `budget_raised` is appended
+    /// after it, which makes the run claimable again (status `running`, no lease). Else
+    /// nothing is written: [`Error::NotAwaitingBudget`](crate::Error::NotAwaitingBudget)
+    /// (raised already by someone else, or not paused), [`Error::RunEnded`](crate::Error::RunEnded),
+    /// [`Error::RunNotFound`](crate::Error::RunNotFound). Needs no lease, like
+    /// [`decide_approval`](Self::decide_approval): a driver waiting on the run sees it as
+    /// a `Conflict` or by re-reading.
+    async fn raise_budget(&self, run_id: &RunId, raised: BudgetRaised) -> Result<Event>;
 
     /// Gives `holder` the run's lease for `ttl`, with a token higher than any the run had.
     /// Fails with [`Error::Leased`](crate::Error::Leased) while another holder's lease is

@@ -212,8 +212,34 @@ impl TurnView {
                     }
                 }
             }
+            // Shown in the turn's transcript (rendered like the rest); raising it is
+            // `toren budget` (or the API / web page) until a button exists here.
+            EventKind::BudgetReached(reached) => {
+                let limits: Vec<String> = reached.reached.iter().map(ToString::to_string).collect();
+                self.note(&format!(
+                    "⏸ budget reached ({}): the turn waits until it is raised (`toren budget {}`)",
+                    limits.join(" and "),
+                    self.run
+                ));
+            }
+            EventKind::BudgetRaised(raised) => {
+                self.note(&format!(
+                    "▶ budget raised by {}; the turn goes on",
+                    raised.by
+                ));
+            }
             _ => {}
         }
+    }
+
+    /// A line of its own in the transcript.
+    fn note(&mut self, line: &str) {
+        if !self.transcript.is_empty() && !self.transcript.ends_with('\n') {
+            self.transcript.push('\n');
+        }
+        self.transcript.push_str(line);
+        self.transcript.push('\n');
+        self.dirty = true;
     }
 
     /// Posts an approval, stores what its buttons stand for, then adds the buttons: a

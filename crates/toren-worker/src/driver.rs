@@ -58,6 +58,9 @@ pub enum Outcome {
     /// ([`Worker::parking_approvals`]): it let go of the run, which holds no slot and no
     /// task while it waits; the decision, recorded in the log, makes it claimable again.
     AwaitingApproval { call_id: String },
+    /// The run is paused at its budget (`budget_reached`) and this worker parks waiting
+    /// runs: it let go of the run; a raise, recorded in the log, makes it claimable again.
+    AwaitingBudget,
 }
 
 /// A task that is aborted when its handle is dropped.

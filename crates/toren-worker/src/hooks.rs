@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use toren_model::{ModelProvider, ProviderSettings};
 use toren_protocol::HostApprovalRequested;
-use toren_protocol::{AgentSpec, ApprovalRequested, Event, Message, RunId, SessionTurn};
+use toren_protocol::{
+    AgentSpec, ApprovalRequested, BudgetReached, Event, Message, RunId, SessionTurn,
+};
 
 /// Watches a run as it is driven. Every method has a default that does nothing.
 pub trait Observer: Send + Sync {
@@ -27,6 +29,8 @@ pub trait Observer: Send + Sync {
     fn awaiting_host_approval(&self, run: &RunId, request: &HostApprovalRequested) {
         self.awaiting_approval(run, &request.as_approval());
     }
+    /// The run paused at its budget (`reached`) and waits for someone to raise it.
+    fn awaiting_budget(&self, _run: &RunId, _reached: &BudgetReached) {}
     /// The model answered one call of `run` after `elapsed` (from the request to the
     /// end of its answer, the provider's own retries included), before the answer is
     /// journaled. Calls that fail are not reported. For latency metrics: no event marks
@@ -56,6 +60,10 @@ impl Observer for Observers {
         self.0
             .iter()
             .for_each(|o| o.awaiting_host_approval(run, request));
+    }
+
+    fn awaiting_budget(&self, run: &RunId, reached: &BudgetReached) {
+        self.0.iter().for_each(|o| o.awaiting_budget(run, reached));
     }
 
     fn model_call(&self, run: &RunId, elapsed: Duration) {

@@ -12,6 +12,7 @@
 //! [`Approver`].
 
 mod approval;
+mod budget;
 mod checkpoints;
 mod driver;
 mod egress;

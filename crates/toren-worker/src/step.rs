@@ -68,6 +68,13 @@ impl Worker {
                 }
                 self.await_decision(state, &request).await?;
             }
+            Action::ReachBudget { event } => {
+                let kind = EventKind::BudgetReached(event);
+                self.append(run, state, vec![kind]).await?;
+            }
+            Action::AwaitBudget { reached } => {
+                return self.await_budget(state, &reached).await;
+            }
             Action::RecordDenial { result, .. } | Action::Refuse { result, .. } => {
                 self.append(run, state, vec![EventKind::ToolCompleted(result)])
                     .await?;

@@ -60,6 +60,8 @@ pub(crate) enum Command {
     Deny(DenyArgs),
     /// Cancel a run: a running command is stopped and the run cannot be resumed.
     Cancel(CancelArgs),
+    /// Raise the budget of a run paused at it (`awaiting_budget`); it goes on from there.
+    Budget(BudgetArgs),
     /// Validate agent files; exits non-zero if any has an error.
     Check(CheckArgs),
     /// The docker backend's containers and their reaper.
@@ -327,6 +329,22 @@ pub(crate) struct DiffArgs {
     /// The workspace as it was after this step; default: as it is now.
     #[arg(long)]
     pub(crate) to: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("raise").required(true).multiple(true)))]
+pub(crate) struct BudgetArgs {
+    /// The run id.
+    pub(crate) run: String,
+    /// Tokens to add to the run's token limit.
+    #[arg(long, group = "raise", value_name = "N")]
+    pub(crate) add_tokens: Option<u64>,
+    /// US dollars to add to the run's dollar limit, e.g. `2` or `0.50`.
+    #[arg(long, group = "raise", value_name = "USD", value_parser = crate::commands::budget::parse_usd)]
+    pub(crate) add_usd: Option<toren_protocol::Usd>,
+    /// Wall time to add to the run's wall-time limit, e.g. `30m`.
+    #[arg(long, group = "raise", value_name = "DURATION", value_parser = crate::commands::budget::parse_wall)]
+    pub(crate) add_wall: Option<u64>,
 }
 
 #[derive(Debug, Args)]

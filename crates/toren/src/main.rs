@@ -83,6 +83,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Approve(args) => commands::approve::decide(&args, true, None).await,
         Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,
         Command::Cancel(args) => commands::approve::cancel(&args).await,
+        Command::Budget(args) => commands::budget::budget(&args).await,
         Command::Telegram(args) => commands::telegram::telegram(&args).await,
         Command::Serve(args) => commands::serve::serve(&args).await,
         Command::Worker(args) => commands::worker::worker(&args).await,

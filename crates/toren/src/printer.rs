@@ -130,6 +130,15 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
             );
         }
         Action::CallModel { .. } => say!("  next: a model call"),
+        Action::ReachBudget { event } => say!(
+            "  its budget is reached ({}): it pauses before the next model call",
+            crate::commands::budget::reached_words(&event)
+        ),
+        Action::AwaitBudget { reached } => say!(
+            "  it is paused at its budget ({}) until it is raised: {}",
+            crate::commands::budget::reached_words(&reached),
+            crate::commands::budget::raise_hint(&state.run_id, &reached)
+        ),
         Action::Compact { .. } => {
             say!(
                 "  next: old parts of the conversation are compacted to fit the context window, then a model call"
@@ -371,6 +380,15 @@ impl Observer for StderrObserver {
         say!(
             "run {run} is waiting for approval of {what} (call {call}):\n{}  approve: toren approve {run} {call}\n  deny:    toren deny {run} {call} --reason \"...\"",
             command_block(&request.command)
+        );
+    }
+
+    fn awaiting_budget(&self, run: &RunId, reached: &toren_protocol::BudgetReached) {
+        self.finish_line();
+        say!(
+            "run {run} paused: its budget is reached ({}); raise it to go on:\n  {}",
+            crate::commands::budget::reached_words(reached),
+            crate::commands::budget::raise_hint(run, reached)
         );
     }
 }

@@ -53,6 +53,7 @@ async fn measure(
 ) -> anyhow::Result<Commit> {
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "fleet-commit".into(),
             model: "scripted/commit".into(),
             instructions: None,

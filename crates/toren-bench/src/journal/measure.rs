@@ -28,6 +28,7 @@ pub(crate) struct Appends {
 fn created(n: usize) -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "journal-bench".into(),
             model: "scripted/journal".into(),
             instructions: None,

@@ -82,6 +82,7 @@ pub(crate) async fn drive(
     };
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "bench".into(),
             model: "bench".into(),
             instructions: None,

@@ -327,6 +327,7 @@ pub(crate) async fn build_log(path: &Path, events: usize) -> anyhow::Result<(Run
     let run = RunId::new();
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "bench".into(),
             model: "scripted/none.yaml".into(),
             instructions: None,

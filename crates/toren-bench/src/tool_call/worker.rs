@@ -85,6 +85,7 @@ pub(crate) async fn tool_calls(
     policy.workspace = Some(workspace.path().display().to_string());
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "bench".into(),
             model: "bench".into(),
             instructions: None,

@@ -19,6 +19,7 @@ fn a_minimal_file_has_no_sandbox_and_the_default_turn_limit() {
     assert_eq!(
         spec,
         AgentSpec {
+            budget: None,
             name: "builder".to_owned(),
             model: "anthropic/claude-sonnet-5".to_owned(),
             instructions: None,
@@ -113,6 +114,7 @@ max_turns: 7
     assert_eq!(
         parse(yaml),
         AgentSpec {
+            budget: None,
             name: "data_cruncher-2".to_owned(),
             model: "openai/gpt-5".to_owned(),
             instructions: Some("Crunch the numbers.\nReport the totals.\n".to_owned()),

@@ -1,5 +1,6 @@
 mod agent_errors;
 mod agent_files;
+mod budget;
 mod common;
 mod fuzz_agent_file;
 mod lookup;

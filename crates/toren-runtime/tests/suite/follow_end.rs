@@ -90,6 +90,14 @@ impl EventLog for EndsWhileLooked {
     ) -> toren_store::Result<Event> {
         self.inner.cancel_run(run_id, cancelled).await
     }
+
+    async fn raise_budget(
+        &self,
+        run_id: &RunId,
+        raised: toren_protocol::BudgetRaised,
+    ) -> toren_store::Result<Event> {
+        self.inner.raise_budget(run_id, raised).await
+    }
     async fn acquire_lease(
         &self,
         run_id: &RunId,
@@ -142,6 +150,7 @@ async fn a_follower_gets_the_last_event_even_when_it_is_appended_while_it_looks(
         },
     );
     let agent = AgentSpec {
+        budget: None,
         name: "plain".into(),
         model: "scripted/none.yaml".into(),
         instructions: None,

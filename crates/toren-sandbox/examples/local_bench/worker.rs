@@ -90,6 +90,7 @@ pub(crate) async fn tool_call(
     policy.workspace = Some(workspace.path().display().to_string());
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "bench".into(),
             model: "bench".into(),
             instructions: None,

@@ -208,6 +208,8 @@ impl Run {
             | EventKind::ContextCompacted(_)
             | EventKind::Rewound(_)
             | EventKind::MessageDelivered(_)
+            | EventKind::BudgetReached(_)
+            | EventKind::BudgetRaised(_)
             | EventKind::HostApprovalRequested(_)
             | EventKind::EgressConnections(_) => {}
         }

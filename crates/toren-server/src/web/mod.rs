@@ -16,6 +16,7 @@
 //! origin's script and style (no inline script at all) and no framing; workspace files
 //! reached through `/ui/api` are additionally sandboxed.
 
+mod budget;
 mod html;
 mod live;
 mod origin;

@@ -107,10 +107,11 @@ fn title_with(count: usize, what: &str) -> String {
     }
 }
 
-const STATUSES: [&str; 7] = [
+const STATUSES: [&str; 8] = [
     "queued",
     "running",
     "awaiting_approval",
+    "awaiting_budget",
     "completed",
     "failed",
     "cancelled",
@@ -255,6 +256,7 @@ pub(crate) async fn run(
         },
     );
     body.push_str("<section id=\"approval\" class=\"approval\" hidden><h2>Waiting for approval</h2><pre id=\"approval-command\"></pre><input id=\"approval-reason\" placeholder=\"Reason (optional; a denial's reason is told to the model)\"><p><button type=\"button\" id=\"approve\">Approve</button> <button type=\"button\" id=\"deny\" class=\"danger\">Deny</button></p><p id=\"approval-error\" class=\"error\"></p></section>");
+    body.push_str(&super::budget::panel(&view));
     body.push_str("<section class=\"panel\"><h2>Input</h2><pre id=\"run-input\"></pre></section>");
     body.push_str("<details class=\"panel\" id=\"policy\"><summary>Pinned policy</summary><dl id=\"policy-list\"></dl></details>");
     body.push_str("<section class=\"panel\"><h2>Usage</h2><p id=\"usage\">0 input tokens · 0 output tokens</p></section>");

@@ -88,6 +88,7 @@ async fn pump(
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "cut".into(),
             model: "scripted/s.yaml".into(),
             instructions: None,

@@ -18,6 +18,7 @@ const TTL: Duration = Duration::from_secs(60);
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "moves".into(),
             model: "scripted/s.yaml".into(),
             instructions: None,

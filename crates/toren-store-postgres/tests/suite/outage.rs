@@ -17,6 +17,7 @@ const TTL: Duration = Duration::from_secs(60);
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "outage".into(),
             model: "scripted/s.yaml".into(),
             instructions: None,

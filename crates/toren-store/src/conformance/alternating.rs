@@ -92,6 +92,14 @@ impl EventLog for Alternating {
         self.pick().cancel_run(run_id, cancelled).await
     }
 
+    async fn raise_budget(
+        &self,
+        run_id: &RunId,
+        raised: toren_protocol::BudgetRaised,
+    ) -> Result<Event> {
+        self.pick().raise_budget(run_id, raised).await
+    }
+
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
         self.pick().acquire_lease(run_id, holder, ttl).await
     }

@@ -36,6 +36,7 @@ pub(super) fn ok<T>(result: Result<T>, step: &str) -> T {
 pub(super) fn run_created(input: &str) -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: AGENT.to_owned(),
             model: "scripted/conformance".to_owned(),
             instructions: Some("You are a careful assistant with a computer.".to_owned()),
@@ -190,6 +191,8 @@ pub(super) fn call_id(kind: &EventKind) -> Option<&str> {
         | EventKind::RunCancelled(_)
         | EventKind::ContextCompacted(_)
         | EventKind::Rewound(_)
+        | EventKind::BudgetReached(_)
+        | EventKind::BudgetRaised(_)
         | EventKind::HostApprovalRequested(_)
         | EventKind::EgressConnections(_) => None,
     }

@@ -104,6 +104,8 @@ fn kind<'de, A: MapAccess<'de>>(tag: &str, map: A) -> Result<Option<EventKind>, 
         "run_cancelled" => EventKind::RunCancelled(Deserialize::deserialize(map)?),
         "context_compacted" => EventKind::ContextCompacted(Deserialize::deserialize(map)?),
         "message_delivered" => EventKind::MessageDelivered(Deserialize::deserialize(map)?),
+        "budget_reached" => EventKind::BudgetReached(Deserialize::deserialize(map)?),
+        "budget_raised" => EventKind::BudgetRaised(Deserialize::deserialize(map)?),
         _ => return Ok(None),
     }))
 }

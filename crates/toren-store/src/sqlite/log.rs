@@ -151,6 +151,32 @@ impl EventLog for SqliteStore {
         .await
     }
 
+    async fn raise_budget(
+        &self,
+        run_id: &RunId,
+        raised: toren_protocol::BudgetRaised,
+    ) -> Result<Event> {
+        let (run_id, clock) = (run_id.clone(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let run_id = &run_id;
+                let state = run_state(tx, run_id).await?;
+                state.refuse_if_ended(run_id)?;
+                if state.status != RunStatus::AwaitingBudget {
+                    return Err(Error::NotAwaitingBudget {
+                        run_id: run_id.clone(),
+                        status: state.status,
+                    });
+                }
+                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
+                let event = batch.push(tx, EventKind::BudgetRaised(raised)).await?;
+                batch.finish(tx).await?;
+                Ok(event)
+            })
+        })
+        .await
+    }
+
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
         self.lease_run(run_id, None, holder, ttl).await
     }

@@ -19,6 +19,7 @@ const EVENTS: usize = 60;
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "helper".into(),
             model: "scripted/helper".into(),
             instructions: None,

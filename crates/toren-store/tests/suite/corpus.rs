@@ -11,6 +11,7 @@ use toren_protocol::{
     RunCompleted, RunCreated, RunFailed, RunId, SandboxProvisioned, SandboxSpec, ToolCall,
     ToolCompleted, ToolStarted, Usage,
 };
+use toren_protocol::{BudgetLimit, BudgetLimits, BudgetRaised, BudgetReached, Spending, Usd};
 use toren_protocol::{ChannelBinding, MessageDelivered, SizeRefusal};
 use toren_store::EventLog;
 
@@ -46,9 +47,11 @@ fn variant(kind: &EventKind) -> usize {
         EventKind::Rewound(_) => 12,
         EventKind::HostApprovalRequested(_) => 13,
         EventKind::EgressConnections(_) => 14,
+        EventKind::BudgetReached(_) => 15,
+        EventKind::BudgetRaised(_) => 16,
     }
 }
-const VARIANTS: usize = 15;
+const VARIANTS: usize = 17;
 
 #[test]
 fn every_kind_is_in_the_corpus() {
@@ -153,6 +156,7 @@ fn expected() -> Vec<Event> {
             "2026-03-14T09:26:53.589793238Z",
             EventKind::RunCreated(RunCreated {
                 agent: AgentSpec {
+                    budget: None,
                     name: s("repo-helper"),
                     model: s("anthropic/claude-sonnet-4-5"),
                     instructions: Some(s(
@@ -280,6 +284,7 @@ fn expected() -> Vec<Event> {
             "2026-03-14T10:02:11Z",
             EventKind::RunCreated(RunCreated {
                 agent: AgentSpec {
+                    budget: None,
                     name: s("summarizer"),
                     model: s("openai/gpt-4.1-mini"),
                     instructions: None,
@@ -308,6 +313,7 @@ fn expected() -> Vec<Event> {
             "2026-03-14T11:45:00.000000001Z",
             EventKind::RunCreated(RunCreated {
                 agent: AgentSpec {
+                    budget: None,
                     name: s("cleaner"),
                     model: s("ollama/qwen3:8b"),
                     instructions: None,
@@ -413,6 +419,7 @@ fn expected() -> Vec<Event> {
     .chain(compacted_run())
     .chain(delivering_run())
     .chain(refused_compaction())
+    .chain(budget_pause())
     .chain(rewound())
     .chain(network_records())
     .collect()
@@ -461,6 +468,7 @@ fn compacted_run() -> Vec<Event> {
             "2026-03-15T08:00:00Z",
             EventKind::RunCreated(RunCreated {
                 agent: AgentSpec {
+                    budget: None,
                     name: s("log-reader"),
                     model: s("anthropic/claude-haiku-4-5"),
                     instructions: None,
@@ -577,6 +585,7 @@ fn delivering_run() -> Vec<Event> {
             "2026-03-16T18:20:00Z",
             EventKind::RunCreated(RunCreated {
                 agent: AgentSpec {
+                    budget: None,
                     name: s("reporter"),
                     model: s("anthropic/claude-sonnet-5"),
                     instructions: None,
@@ -725,6 +734,43 @@ fn refused_compaction() -> Vec<Event> {
             }),
         }),
     )]
+}
+
+/// Later still in the compacted run: it reached its token and dollar limits before a model
+/// call and paused, and a person raised both from the CLI.
+fn budget_pause() -> Vec<Event> {
+    vec![
+        event(
+            RUN_D,
+            10,
+            "2026-03-15T08:00:10Z",
+            EventKind::BudgetReached(BudgetReached {
+                reached: vec![BudgetLimit::Tokens, BudgetLimit::Usd],
+                spent: Spending {
+                    tokens: 12_000,
+                    usd: Some(Usd(13_500)),
+                    wall_secs: 10,
+                },
+                limits: BudgetLimits {
+                    tokens: Some(10_000),
+                    usd: Some(Usd(10_000)),
+                    wall_secs: None,
+                },
+            }),
+        ),
+        event(
+            RUN_D,
+            11,
+            "2026-03-15T09:12:00Z",
+            EventKind::BudgetRaised(BudgetRaised {
+                tokens: 50_000,
+                usd: Usd(500_000),
+                wall_secs: 0,
+                by: s("ana"),
+                via: s("cli"),
+            }),
+        ),
+    ]
 }
 
 /// A run taken back to step 4 (`toren rewind`), its workspace restored to a checkpoint.

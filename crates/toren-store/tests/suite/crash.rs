@@ -60,6 +60,7 @@ async fn crash_child() {
     let run_id = RunId::new();
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "crasher".into(),
             model: "scripted/crasher".into(),
             instructions: None,

@@ -17,6 +17,7 @@ const RUNS: usize = 40;
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "group-commit".into(),
             model: "scripted/group-commit".into(),
             instructions: None,

@@ -14,6 +14,7 @@ const TTL: Duration = Duration::from_secs(60);
 
 fn agent() -> AgentSpec {
     AgentSpec {
+        budget: None,
         name: "coder".into(),
         model: "scripted/s.yaml".into(),
         instructions: None,

@@ -19,6 +19,7 @@ const TTL: Duration = Duration::from_secs(60);
 fn created(input: &str) -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "helper".into(),
             model: "scripted/helper".into(),
             instructions: None,

@@ -54,6 +54,7 @@ impl Home {
         std::fs::write(dir.path().join("script.yaml"), SCRIPT).unwrap();
         let created = RunCreated {
             agent: AgentSpec {
+                budget: None,
                 name: "a".into(),
                 model: "scripted/script.yaml".into(),
                 instructions: None,

@@ -44,6 +44,7 @@ async fn drive_script(
     sandbox.check().unwrap();
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "a".into(),
             model: "scripted/script.yaml".into(),
             instructions: None,

@@ -105,6 +105,14 @@ impl EventLog for ConflictOnce {
         self.inner.cancel_run(run_id, cancelled).await
     }
 
+    async fn raise_budget(
+        &self,
+        run_id: &RunId,
+        raised: toren_protocol::BudgetRaised,
+    ) -> toren_store::Result<Event> {
+        self.inner.raise_budget(run_id, raised).await
+    }
+
     async fn acquire_lease(
         &self,
         run_id: &RunId,
@@ -173,6 +181,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
     };
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "a".into(),
             model: "scripted/script.yaml".into(),
             instructions: None,

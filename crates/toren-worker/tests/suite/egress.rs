@@ -65,6 +65,7 @@ async fn origin() -> std::net::SocketAddr {
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "t".into(),
             model: "scripted/s.yaml".into(),
             instructions: None,

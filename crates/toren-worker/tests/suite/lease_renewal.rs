@@ -116,6 +116,14 @@ impl EventLog for FlakyRenewals {
         self.inner.cancel_run(run_id, cancelled).await
     }
 
+    async fn raise_budget(
+        &self,
+        run_id: &RunId,
+        raised: toren_protocol::BudgetRaised,
+    ) -> toren_store::Result<Event> {
+        self.inner.raise_budget(run_id, raised).await
+    }
+
     async fn acquire_lease(
         &self,
         run_id: &RunId,
@@ -203,6 +211,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
     };
     let created = RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "a".into(),
             model: "scripted/script.yaml".into(),
             instructions: None,

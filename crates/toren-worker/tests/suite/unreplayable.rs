@@ -23,6 +23,7 @@ impl toren_worker::Observer for NoObserver {}
 fn created() -> RunCreated {
     RunCreated {
         agent: AgentSpec {
+            budget: None,
             name: "t".into(),
             model: "scripted/s.yaml".into(),
             instructions: None,

@@ -262,7 +262,17 @@ impl Chat {
                 status: RunStatus::Completed,
                 ..
             }) => {
-                say!("({:.1} s)", took.as_secs_f64());
+                // What the turn spent (and its budget, if the agent has one).
+                let spent = match self.service.get(&run).await {
+                    Ok(view) => view.state.as_ref().map_or_else(String::new, |state| {
+                        let budget = super::budget::budget_line(state)
+                            .map(|b| format!("; budget {b}"))
+                            .unwrap_or_default();
+                        format!(" · {}{budget}", super::budget::spending_line(state))
+                    }),
+                    Err(_) => String::new(),
+                };
+                say!("({:.1} s{spent})", took.as_secs_f64());
                 Ok(TurnEnd::Done)
             }
             Ok(Outcome::Ended {
@@ -276,7 +286,9 @@ impl Chat {
                 say!("the turn failed: {}", visible_lines(&output));
                 Ok(TurnEnd::Done)
             }
-            Ok(Outcome::Interrupted | Outcome::AwaitingApproval { .. }) => Ok(TurnEnd::Stopped),
+            Ok(
+                Outcome::Interrupted | Outcome::AwaitingApproval { .. } | Outcome::AwaitingBudget,
+            ) => Ok(TurnEnd::Stopped),
             Err(error) => {
                 say!(
                     "the turn stopped: {}; `toren chat {}` resumes it",

@@ -206,7 +206,7 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
             (status.to_string(), output, code)
         }
         // This host waits for decisions itself (it does not park approvals).
-        Outcome::Interrupted | Outcome::AwaitingApproval { .. } => {
+        Outcome::Interrupted | Outcome::AwaitingApproval { .. } | Outcome::AwaitingBudget => {
             printer::interrupted(run_id);
             ("interrupted".to_owned(), String::new(), INTERRUPTED)
         }

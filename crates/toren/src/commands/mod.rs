@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub(crate) mod approve;
+pub(crate) mod budget;
 pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod deploy_aws;

@@ -232,6 +232,10 @@ impl Pool {
                 tracing::info!(call_id = %call_id, "waiting for a decision; let go of");
                 false
             }
+            Ok(Outcome::AwaitingBudget) => {
+                tracing::info!("paused at its budget; let go of until it is raised");
+                false
+            }
             Ok(Outcome::Interrupted) => {
                 tracing::info!("stopped; the run stays resumable");
                 false

@@ -14,6 +14,8 @@ use crate::exit::Failure;
 use crate::printer::{command_block, one_line};
 use crate::wiring;
 
+mod network;
+
 /// Whether nobody drives the run and `toren resume` would continue it.
 fn resumable(run: &RunSummary) -> bool {
     RunService::is_resumable(run)
@@ -92,6 +94,9 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
             "attempt": request.attempt, "interrupted": request.attempt > 1})
     });
     let mut object = summary_json(&summary);
+    // The hosts asked about and the connections journaled (issue 18).
+    let events = service.events(&run_id, 0).await.map_err(Failure::failed)?;
+    object["network"] = network::json_of(&state, &events);
     object["model"] = json!(state.agent.model);
     object["policy"] = json!(state.policy);
     object["turns"] = json!(state.turns);
@@ -113,6 +118,9 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     object["output"] = json!(state.output);
     object["error"] = json!(state.error);
     object["usage"] = usage_json(state.usage());
+    object["spending"] = json!(state.spending());
+    object["budget"] = json!(state.budget_limits());
+    object["budget_reached"] = json!(state.budget_reached());
     object["context"] = json!({
         "window_tokens": state.agent.context_window(),
         "compactions": state.compaction().compactions(),
@@ -141,6 +149,10 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     println!("updated    {}", summary.updated_at);
     println!("turns      {}", state.turns);
     println!("usage      {}", usage_line(state.usage(), state.turns));
+    println!("spent      {}", super::budget::spending_line(&state));
+    if let Some(budget) = super::budget::budget_line(&state) {
+        println!("budget     {budget}");
+    }
     let compaction = state.compaction();
     if compaction.compactions() > 0 {
         println!(
@@ -192,6 +204,16 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         println!(
             "           toren approve {run_id} {call} | toren deny {run_id} {call} --reason TEXT"
         );
+    }
+    if let Some(reached) = state.budget_reached() {
+        println!(
+            "waiting    a raise of its budget ({} reached): {}",
+            super::budget::reached_words(reached),
+            super::budget::raise_hint(&run_id, reached)
+        );
+    }
+    for line in network::lines(&run_id, &state, &events) {
+        println!("{line}");
     }
     if let Some(output) = &state.output {
         println!("output\n{}", visible_lines(output));

@@ -80,6 +80,17 @@ pub(crate) fn describe(event: &Event) -> String {
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),
         EventKind::ContextCompacted(c) => compacted(c),
+        EventKind::BudgetReached(r) => format!(
+            "{} reached: spent {} tokens{}, {} s active",
+            r.reached
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" and "),
+            r.spent.tokens,
+            r.spent.usd.map(|u| format!(", {u}")).unwrap_or_default(),
+            r.spent.wall_secs
+        ),
         EventKind::HostApprovalRequested(h) => format!(
             "{}: {} (approve: toren approve {} {})",
             h.id,
@@ -93,6 +104,19 @@ pub(crate) fn describe(event: &Event) -> String {
             .map(|c| one_line(&c.summary(), 160))
             .collect::<Vec<_>>()
             .join("; "),
+        EventKind::BudgetRaised(r) => {
+            let mut added = Vec::new();
+            if r.tokens > 0 {
+                added.push(format!("{} tokens", r.tokens));
+            }
+            if r.usd.0 > 0 {
+                added.push(r.usd.to_string());
+            }
+            if r.wall_secs > 0 {
+                added.push(format!("{} s", r.wall_secs));
+            }
+            format!("+{} by {} via {}", added.join(", +"), r.by, r.via)
+        }
         EventKind::Rewound(r) => format!(
             "back to step {}{}{}",
             r.to,

@@ -1,4 +1,5 @@
 mod approval;
+mod budget;
 mod call_ids;
 mod cancel;
 mod chaos;

@@ -47,6 +47,7 @@ pub(super) fn valid_spec() -> impl Strategy<Value = AgentSpec> {
     )
         .prop_map(
             |(name, model, instructions, sandbox, max_turns)| AgentSpec {
+                budget: None,
                 name,
                 model,
                 instructions,

@@ -182,6 +182,7 @@ impl Home {
         let script_name = format!("{name}.script.yaml");
         std::fs::write(self.dir.path().join(&script_name), script(turns)).unwrap();
         AgentSpec {
+            budget: None,
             name: name.to_owned(),
             model: format!("scripted/{script_name}"),
             instructions: None,
