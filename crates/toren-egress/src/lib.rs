@@ -28,6 +28,6 @@ pub use decision::{
 };
 pub use error::Error;
 pub use intercept::Interception;
-pub use proxy::{Proxy, ProxyConfig};
+pub use proxy::{MAX_CONNECTIONS, Proxy, ProxyConfig};
 pub use resolve::{Resolver, SystemResolver};
 pub use tls::{RunCa, UpstreamTrust};

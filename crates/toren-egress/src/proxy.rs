@@ -13,9 +13,10 @@ use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::header::{HOST, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
-use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use toren_protocol::{EgressPolicy, HostVerdict};
 
@@ -25,6 +26,11 @@ use crate::intercept::{self, Interception};
 use crate::{Answer, Approver, AskRequest, Decision, Error, Outcome, Recorder, Refusal, Resolver};
 
 type Body = BoxBody<Bytes, hyper::Error>;
+
+/// At most this many connections from the sandbox are open at once per proxy (one run),
+/// tunnels included; one more is answered 503 and closed. Each costs the host a socket on
+/// each side, and the proxy runs in a process that may drive other runs.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// What one proxy (one run) is built from.
 pub struct ProxyConfig {
@@ -51,6 +57,8 @@ struct Inner {
     answers: Mutex<HashMap<String, bool>>,
     /// TLS termination for the hosts that get a secret (`intercept`); `None`: none.
     interception: Option<Arc<Interception>>,
+    /// One permit per open connection from the sandbox ([`MAX_CONNECTIONS`]).
+    connections: Arc<Semaphore>,
 }
 
 impl Proxy {
@@ -68,6 +76,7 @@ impl Proxy {
                 config,
                 answers: Mutex::new(HashMap::new()),
                 interception: interception.map(Arc::new),
+                connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             }),
         }
     }
@@ -110,6 +119,25 @@ impl Proxy {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        let Ok(permit) = Arc::clone(&self.inner.connections).try_acquire_owned() else {
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let body = "toren egress: too many open connections for this run\n";
+                let answer = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+            return;
+        };
+        // The permit lives with the stream, so a tunnel (which takes the stream over
+        // after the upgrade) keeps holding it until it ends.
+        let stream = Held {
+            stream,
+            _permit: permit,
+        };
         let proxy = self.clone();
         tokio::spawn(async move {
             let token = shutdown.clone();
@@ -118,7 +146,10 @@ impl Proxy {
                 let token = token.clone();
                 async move { Ok::<_, Infallible>(proxy.handle(request, token).await) }
             });
+            // The timer gives hyper's header read timeout (30 s) effect: a client that
+            // trickles a request head in does not hold its connection for ever.
             let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
             tokio::select! {
@@ -400,4 +431,44 @@ fn text(status: StatusCode, body: &str) -> Response<Body> {
     );
     *response.status_mut() = status;
     response
+}
+
+/// A connection from the sandbox with its [`MAX_CONNECTIONS`] permit.
+struct Held<S> {
+    stream: S,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Held<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Held<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }

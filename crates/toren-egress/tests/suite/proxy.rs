@@ -257,3 +257,34 @@ async fn stopping_the_proxy_closes_its_open_tunnels() {
     serving.await.unwrap().unwrap();
     assert_eq!(read_all(&mut stream).await, "");
 }
+
+#[tokio::test]
+async fn a_run_holds_at_most_max_connections_open_tunnels_included_and_one_more_gets_503() {
+    let h = harness(policy(&["allowed.test"], false)).await;
+    let target = format!("allowed.test:{}", h.origin.port());
+    // Open tunnels hold their connection's place after the upgrade.
+    let mut tunnels = Vec::new();
+    for _ in 0..toren_egress::MAX_CONNECTIONS {
+        let (stream, head) = connect(h.proxy, &target).await;
+        assert_eq!(status(&head), "200", "{head}");
+        tunnels.push(stream);
+    }
+    let (_, head) = connect(h.proxy, &target).await;
+    assert_eq!(status(&head), "503", "{head}");
+    // A tunnel that ends gives its place back.
+    drop(tunnels.pop());
+    let mut served = false;
+    for _ in 0..500 {
+        let (_stream, head) = connect(h.proxy, &target).await;
+        if status(&head) == "200" {
+            served = true;
+            break;
+        }
+        assert_eq!(status(&head), "503", "{head}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(
+        served,
+        "a place freed by a closed tunnel was never given again"
+    );
+}
