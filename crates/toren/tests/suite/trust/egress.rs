@@ -121,7 +121,9 @@ fn probes(port: u16, closed: u16) -> Vec<(&'static str, Call, String)> {
         ),
         (
             "allowed host through CONNECT",
-            sh(format!("curl -sS --proxytunnel http://allowed.test:{port}/tunnel")),
+            sh(format!(
+                "curl -sS --proxytunnel http://allowed.test:{port}/tunnel"
+            )),
             GREETING.to_owned(),
         ),
         (
@@ -150,21 +152,27 @@ fn probes(port: u16, closed: u16) -> Vec<(&'static str, Call, String)> {
             sh(format!(
                 "curl -sS -w 'status=%{{http_code}}' http://private.test:{closed}/"
             )),
-            format!("{PRIVATE}:{closed} is a private address; the proxy never connects there\nstatus=403"),
+            format!(
+                "{PRIVATE}:{closed} is a private address; the proxy never connects there\nstatus=403"
+            ),
         ),
         (
             "allowed name with a loopback address refused",
             sh(format!(
                 "curl -sS -w 'status=%{{http_code}}' http://loopback.test:{closed}/"
             )),
-            format!("127.0.0.1:{closed} is a loopback address; the proxy never connects there\nstatus=403"),
+            format!(
+                "127.0.0.1:{closed} is a loopback address; the proxy never connects there\nstatus=403"
+            ),
         ),
         (
             "allowed name with the metadata address refused",
             sh(format!(
                 "curl -sS -w 'status=%{{http_code}}' http://metadata.test:{closed}/"
             )),
-            format!("{METADATA}:{closed} is a cloud metadata address; the proxy never connects there\nstatus=403"),
+            format!(
+                "{METADATA}:{closed} is a cloud metadata address; the proxy never connects there\nstatus=403"
+            ),
         ),
         (
             "IP literal refused",
@@ -240,7 +248,11 @@ fn in_namespace(backend: &Backend) {
             "{name}: expected {proof:?} in:\n{}",
             result.output
         );
-        assert!(!result.output.contains("CONNECTED"), "{name}: {}", result.output);
+        assert!(
+            !result.output.contains("CONNECTED"),
+            "{name}: {}",
+            result.output
+        );
         count += 1;
     }
     // Only the three allowed requests reached the host, each as the proxy sent it on
