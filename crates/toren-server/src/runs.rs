@@ -342,6 +342,7 @@ pub(crate) async fn get(
     Ok(Json(RunDetail {
         run: RunBody::from(&view.summary),
         resumable: view.resumable,
+        spending: crate::budget::SpendingBody::of(&view),
         pending_approval: view.pending,
         error: view.error,
     }))
@@ -366,7 +367,6 @@ pub(crate) async fn list(
     let Query(pairs) = query?;
     let query = crate::listing::parse(&pairs)?;
     let page = state.service.list_page(&query).await?;
-        spending: crate::budget::SpendingBody::of(&view),
     let runs: Vec<RunBody> = page.runs.iter().map(RunBody::from).collect();
     let next = page.next.as_ref();
     Ok(Json(RunPage {

@@ -85,12 +85,14 @@ fn kill_point(events: &[Event]) -> &'static str {
             "between tool_started and tool_completed"
         }
         Ok(Action::AwaitApproval { .. }) => "while waiting for approval",
+        Ok(Action::AwaitBudget { .. }) => "while paused at its budget",
         Ok(
             Action::RunTool { .. }
             | Action::RequestApproval { .. }
             | Action::RecordDenial { .. }
             | Action::Refuse { .. }
-            | Action::Compact { .. },
+            | Action::Compact { .. }
+            | Action::ReachBudget { .. },
         ) => "between steps (appends in flight)",
         Ok(Action::Complete { .. } | Action::Fail { .. }) => "before the final append",
         Ok(Action::Finished { .. }) => "after the end",

@@ -68,7 +68,7 @@ pub(crate) fn suite(backend: &Backend) {
     );
     let mut child = toren.spawn(&["run", "guarded", "--input", "probe"]);
     let run = toren.wait_for_status(&mut child, "awaiting_approval");
-    let ws = toren.workspace(&run).display().to_string();
+    let ws = harness::workspace(&toren, &run).display().to_string();
     let mut count = 0;
 
     // Not yet decided: nothing of the run runs.
@@ -94,7 +94,11 @@ pub(crate) fn suite(backend: &Backend) {
     let events = toren.events(&run);
     assert!(!has(&events, "tool_started", "call_1"));
     assert_eq!(decisions(&events, "call_1"), 1);
-    assert!(!toren.workspace(&run).join("pending.txt").exists());
+    assert!(
+        !harness::workspace(&toren, &run)
+            .join("pending.txt")
+            .exists()
+    );
     count += 2;
 
     // Decisions for a run or call that does not exist are refused.
@@ -131,7 +135,7 @@ pub(crate) fn suite(backend: &Backend) {
         .find(|e| e["type"] == "approval_decided" && e["call_id"] == "call_2")
         .unwrap()["approved"]
         == true;
-    let counted = std::fs::read_to_string(toren.workspace(&run).join("count.txt"));
+    let counted = std::fs::read_to_string(harness::workspace(&toren, &run).join("count.txt"));
     if approved {
         assert_eq!(
             counted.unwrap(),
@@ -197,7 +201,6 @@ pub(crate) fn shown_is_what_runs(backend: &Backend) {
     harness::agent(&toren, "encoded", "  approval: always\n", &calls);
     let mut child = toren.spawn(&["run", "encoded", "--input", "probe"]);
     let run = toren.wait_for_status(&mut child, "awaiting_approval");
-    let ws = toren.workspace(&run);
 
     let mut expected_files: Vec<String> = Vec::new();
     for (index, (args, shown)) in probes.iter().enumerate() {
@@ -222,7 +225,8 @@ pub(crate) fn shown_is_what_runs(backend: &Backend) {
                 for line in shown.unwrap().lines() {
                     let file = line.rsplit("> ").next().unwrap().to_owned();
                     let deadline = Instant::now() + Duration::from_secs(30);
-                    while !ws.join(&file).exists() {
+                    // Under e2b the workspace is the sandbox's, made at the first command.
+                    while !harness::workspace(&toren, &run).join(&file).exists() {
                         assert!(Instant::now() < deadline, "{args}: `{file}` never appeared");
                         std::thread::sleep(Duration::from_millis(20));
                     }
@@ -239,6 +243,7 @@ pub(crate) fn shown_is_what_runs(backend: &Backend) {
     }
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let ws = harness::workspace(&toren, &run);
     let mut made: Vec<String> = std::fs::read_dir(&ws)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -108,12 +108,16 @@ pub(crate) fn suite(backend: &Backend) {
     let last = ran.result(probes.len());
     assert!(!last.is_error, "{last:?}");
     assert_eq!(
-        std::fs::metadata(toren.workspace(&ran.run).join("big.txt"))
+        std::fs::metadata(harness::workspace(&toren, &ran.run).join("big.txt"))
             .unwrap()
             .len(),
         5_000_000
     );
-    assert!(!toren.workspace(&ran.run).join("huge.txt").exists());
+    assert!(
+        !harness::workspace(&toren, &ran.run)
+            .join("huge.txt")
+            .exists()
+    );
     count += 1;
     report(backend, "bad-input", count);
 }

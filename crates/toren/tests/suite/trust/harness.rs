@@ -68,8 +68,36 @@ pub(crate) fn agent(toren: &Toren, name: &str, sandbox_yaml: &str, turns: &[Vec<
 }
 
 pub(crate) fn toren_for(backend: &Backend) -> Toren {
-    Toren::new().env("TOREN_SANDBOX", backend.sandbox)
+    let toren = Toren::new().env("TOREN_SANDBOX", backend.sandbox);
+    if backend.sandbox != "e2b" {
+        return toren;
+    }
+    let fake = FAKE.get_or_init(|| toren_test_support::e2b::FakeE2b::start(E2B_KEY).unwrap());
+    toren
+        .env("E2B_API_KEY", E2B_KEY)
+        .env("E2B_API_URL", &fake.api_url())
+        .env("E2B_SANDBOX_URL", &fake.sandbox_url())
 }
+
+/// One local E2B service for the test's process (nextest runs each test in its own).
+static FAKE: std::sync::OnceLock<toren_test_support::e2b::FakeE2b> = std::sync::OnceLock::new();
+
+/// Where the files of `run`'s workspace are: the host workspace, or under e2b the disk of
+/// the run's last sandbox (before it has one, nothing ran: the host stand-in, empty).
+pub(crate) fn workspace(toren: &Toren, run: &str) -> std::path::PathBuf {
+    let e2b = FAKE.get().and_then(|fake| {
+        let events = toren.events(run);
+        let last = events
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "sandbox_provisioned" && e["backend"] == "e2b")?;
+        Some(fake.disk(last["instance"].as_str()?)?.workspace())
+    });
+    e2b.unwrap_or_else(|| toren.workspace(run))
+}
+
+/// The API key of the trust suite's local E2B service.
+const E2B_KEY: &str = "e2b_0123456789abcdef0123456789abcdef";
 
 /// The outcome of one tool call.
 #[derive(Clone, Debug, PartialEq, Eq)]

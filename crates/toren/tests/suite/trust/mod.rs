@@ -61,6 +61,29 @@ pub(crate) const DOCKER: Backend = Backend {
     ],
 };
 
+/// E2B, against the local E2B service of `toren-test-support` (each sandbox one machine:
+/// its own PID namespace and disk). The network, approval, bad-input and spoofing categories
+/// run for it (approval and bad input read the VM's disk through `harness::workspace`);
+/// the others do not yet:
+/// they assert on the host workspace (or, for secrets, set `E2B_API_KEY` themselves), and
+/// under e2b the files are on the VM's disk.
+pub(crate) const E2B: Backend = Backend {
+    name: "e2b",
+    sandbox: "e2b",
+    not_applicable: &[
+        (
+            "no resolver configuration",
+            "an E2B sandbox is a VM whose template has its own /etc/resolv.conf, network or \
+             not; name resolution itself still fails (the `name resolution` probe)",
+        ),
+        (
+            "host loopback with network",
+            "an E2B sandbox is a VM elsewhere: with network: true its 127.0.0.1 is the VM's \
+         own, and the host's loopback listener is not reachable by design",
+        ),
+    ],
+};
+
 impl Backend {
     /// Whether `probe` applies; if not, says why on stdout.
     pub(crate) fn applies(&self, probe: &str) -> bool {
@@ -214,4 +237,29 @@ fn docker_approval_shown_is_what_runs() {
 #[test]
 fn docker_spoofing() {
     spoofing::suite(&DOCKER);
+}
+
+#[test]
+fn e2b_network() {
+    network::suite(&E2B);
+}
+
+#[test]
+fn e2b_spoofing() {
+    spoofing::suite(&E2B);
+}
+
+#[test]
+fn e2b_approval() {
+    approval::suite(&E2B);
+}
+
+#[test]
+fn e2b_approval_shown_is_what_runs() {
+    approval::shown_is_what_runs(&E2B);
+}
+
+#[test]
+fn e2b_bad_input() {
+    bad_input::suite(&E2B);
 }
