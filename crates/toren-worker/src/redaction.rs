@@ -7,7 +7,11 @@
 //! ([`Worker::secret_values`]); they never enter the sandbox, but a host could echo one
 //! back into a command's output, and there it is redacted too.
 
-use toren_protocol::ResolvedPolicy;
+use std::borrow::Cow;
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::Value;
+use toren_protocol::{AssistantMessage, ResolvedPolicy};
 use toren_redact::Redactor;
 
 use crate::Worker;
@@ -50,5 +54,68 @@ impl Worker {
             return output;
         }
         redactor.redact_output(&output, truncated)
+    }
+}
+
+/// What the model said, as it may be journaled: its text and every string of its tool
+/// calls' arguments with the values replaced. The model never received a value (tool
+/// outputs are redacted before it sees them), but a person's message or a file it read
+/// may have carried one; redacted before the append, so the conversation sent next is the
+/// log's and replays exactly.
+pub(crate) fn redact_message(
+    redactor: &Redactor,
+    mut message: AssistantMessage,
+) -> AssistantMessage {
+    if redactor.is_empty() {
+        return message;
+    }
+    if let Cow::Owned(text) = redactor.redact(&message.text) {
+        message.text = text;
+    }
+    for call in &mut message.tool_calls {
+        redact_value(redactor, &mut call.arguments);
+    }
+    message
+}
+
+fn redact_value(redactor: &Redactor, value: &mut Value) {
+    match value {
+        Value::String(s) => {
+            if let Cow::Owned(redacted) = redactor.redact(s) {
+                *s = redacted;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_value(redactor, v)),
+        Value::Object(fields) => fields.values_mut().for_each(|v| redact_value(redactor, v)),
+        _ => {}
+    }
+}
+
+/// The model's streamed text of one call, redacted on its way to the observers (the
+/// terminal, the followers' stream file, Telegram): a value split across deltas is held
+/// back until it is whole, and [`TextStream::finish`] lets the rest go.
+pub(crate) struct TextStream {
+    stream: Mutex<toren_redact::Stream>,
+}
+
+impl TextStream {
+    pub(crate) fn new(redactor: &Redactor) -> Self {
+        Self {
+            stream: Mutex::new(redactor.stream()),
+        }
+    }
+
+    /// What of `delta` may be shown now (possibly nothing).
+    pub(crate) fn push(&self, delta: &str) -> String {
+        let mut stream = self.stream.lock().unwrap_or_else(PoisonError::into_inner);
+        stream.push(delta)
+    }
+
+    /// What was held back at the end of the call.
+    pub(crate) fn finish(self) -> String {
+        self.stream
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .finish()
     }
 }

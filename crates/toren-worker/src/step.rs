@@ -109,11 +109,23 @@ impl Worker {
         state: &RunState,
         request: &ModelRequest,
     ) -> Result<EventKind, Error> {
+        // Streamed text and the answer, with granted and injected values replaced.
+        let redactor = self.redactor(state.policy.as_ref());
+        let stream = crate::redaction::TextStream::new(&redactor);
         let observer = Arc::clone(&self.config.observer);
         let run_id = state.run_id.clone();
-        let on_text = move |delta: &str| observer.text(&run_id, delta);
+        let on_text = |delta: &str| {
+            let shown = stream.push(delta);
+            if !shown.is_empty() {
+                observer.text(&run_id, &shown);
+            }
+        };
         let asked = std::time::Instant::now();
         let answer = run.model.respond(request, &on_text).await;
+        let rest = stream.finish();
+        if !rest.is_empty() {
+            observer.text(&run_id, &rest);
+        }
         if answer.is_ok() {
             self.config
                 .observer
@@ -122,7 +134,10 @@ impl Worker {
         match answer {
             // Validated and repaired before it is journaled: a log must always fold.
             Ok(response) => Ok(EventKind::ModelResponded(ModelResponded {
-                message: state.admit(response.message),
+                message: state.admit(crate::redaction::redact_message(
+                    &redactor,
+                    response.message,
+                )),
                 stop_reason: response.stop_reason,
                 usage: response.usage,
                 model: response.model,

@@ -100,3 +100,76 @@ fn a_run_whose_injected_secret_is_unset_is_not_created_and_the_error_names_it() 
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// The model can only hold a value it was given some other way (here: the person's
+/// input), but what Toren shows or keeps of its answer is redacted as well: the streamed
+/// text (split across deltas by the fake server, five bytes each), the journaled text and
+/// tool arguments, and so the conversation sent next.
+#[test]
+fn a_value_in_the_models_answer_is_redacted_in_the_stream_the_journal_and_the_next_request() {
+    let fake = FakeAnthropic::start(vec![
+        Reply::Turn(AssistantMessage {
+            text: format!("I was told {VALUE}."),
+            tool_calls: vec![ToolCall::new(
+                "c1",
+                "bash",
+                json!({ "command": format!("echo {VALUE}") }),
+            )],
+        }),
+        Reply::text(&format!("done with {VALUE}")),
+    ])
+    .unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url())
+        .env("MY_TOKEN", VALUE)
+        .env("TOREN_LOG", "trace");
+    toren.agent(
+        "printer",
+        "name: printer\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n  \
+         env: [MY_TOKEN]\n",
+    );
+    let out = toren.run(&["run", "printer", "--input", "go"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let shown = format!("{stdout}{stderr}");
+    assert!(!shown.contains(VALUE), "shown:\n{shown}");
+    assert!(shown.contains("I was told [redacted:MY_TOKEN]."), "{shown}");
+    assert!(shown.contains("done with [redacted:MY_TOKEN]"), "{shown}");
+
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    let answered: Vec<(&str, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "model_responded")
+        .map(|e| {
+            let calls = e["message"]["tool_calls"]
+                .as_array()
+                .map(|c| {
+                    c.iter()
+                        .map(|c| c["arguments"]["command"].to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (e["message"]["text"].as_str().unwrap(), calls)
+        })
+        .collect();
+    assert_eq!(
+        answered,
+        vec![
+            (
+                "I was told [redacted:MY_TOKEN].",
+                "\"echo [redacted:MY_TOKEN]\"".to_owned()
+            ),
+            ("done with [redacted:MY_TOKEN]", String::new()),
+        ]
+    );
+    let journal = serde_json::to_string(&events).unwrap();
+    assert!(!journal.contains(VALUE), "the journal holds the value");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        !String::from_utf8_lossy(&requests[1].raw_body).contains(VALUE),
+        "the next model request holds the value"
+    );
+}
