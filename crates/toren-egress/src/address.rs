@@ -54,6 +54,9 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
         Some("a private (unique local) address")
     } else if (first & 0xffc0) == 0xfe80 {
         Some("a link-local address")
+    } else if (first & 0xffc0) == 0xfec0 {
+        // Deprecated site-local, still routed inside some networks.
+        Some("a site-local address")
     } else if ip.is_multicast() {
         Some("a multicast address")
     } else if first == 0x64 && ip.segments()[1] == 0xff9b {
@@ -61,6 +64,14 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
         Some("a NAT64 address")
     } else if ip.segments()[..6] == [0; 6] {
         Some("an IPv4-compatible address")
+    } else if ip.segments()[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        // IPv4-translated (::ffff:0:a.b.c.d, SIIT): another IPv4 address in IPv6 clothing.
+        Some("an IPv4-translated address")
+    } else if first == 0x2002 {
+        // 6to4 embeds an IPv4 address (2002:AABB:CCDD::), private ones included.
+        Some("a 6to4 address")
+    } else if first == 0x0100 && ip.segments()[1..4] == [0; 3] {
+        Some("a discard-only address")
     } else {
         None
     }
@@ -93,6 +104,13 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:169.254.169.254",
             "64:ff9b::a00:1",
+            "64:ff9b:1::a00:1",
+            "fec0::1",
+            "::ffff:0:7f00:1",
+            "::ffff:0:a9fe:a9fe",
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::1",
+            "100::1",
         ] {
             let ip: IpAddr = refused.parse().unwrap();
             assert!(forbidden_reason(ip).is_some(), "{refused} was allowed");
