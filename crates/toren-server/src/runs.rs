@@ -159,6 +159,24 @@ pub(crate) struct ApprovalBody {
     status: ApprovalStatus,
     /// The decision, once made (the first one, which stands).
     decision: Option<DecisionBody>,
+    /// Present when the approval is for network access to a host outside the agent's
+    /// list (then `tool` is `network`, `command` says which host and from which call, and
+    /// `call_id` is `host:<name>`): approving allows the host for the rest of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<HostBody>,
+}
+
+/// The host a network approval is about, and the tool call that connected.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = HostApproval)]
+pub(crate) struct HostBody {
+    host: String,
+    /// The port of the connection that asked (the decision holds for every port).
+    port: u16,
+    /// The tool call that was running when the sandbox connected.
+    call_id: Option<String>,
+    /// Its command.
+    command: Option<String>,
 }
 
 /// Where an approval stands.
@@ -215,6 +233,12 @@ impl From<toren_runtime::Approval> for ApprovalBody {
             requested_at: approval.requested_at,
             status,
             decision,
+            host: approval.host.map(|h| HostBody {
+                host: h.host,
+                port: h.port,
+                call_id: h.call_id,
+                command: h.command,
+            }),
         }
     }
 }

@@ -383,6 +383,15 @@ impl Observer for StderrObserver {
         );
     }
 
+    fn awaiting_host_approval(&self, run: &RunId, request: &toren_protocol::HostApprovalRequested) {
+        self.finish_line();
+        let id = visible(&request.id);
+        say!(
+            "run {run} is holding a connection until a person decides on {}\n  allow the host for this run: toren approve {run} {id}\n  deny it:                     toren deny {run} {id}",
+            visible(&request.summary())
+        );
+    }
+
     fn awaiting_budget(&self, run: &RunId, reached: &toren_protocol::BudgetReached) {
         self.finish_line();
         say!(

@@ -14,6 +14,8 @@ use crate::exit::Failure;
 use crate::printer::{command_block, one_line};
 use crate::wiring;
 
+mod network;
+
 /// Whether nobody drives the run and `toren resume` would continue it.
 fn resumable(run: &RunSummary) -> bool {
     RunService::is_resumable(run)
@@ -92,6 +94,9 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
             "attempt": request.attempt, "interrupted": request.attempt > 1})
     });
     let mut object = summary_json(&summary);
+    // The hosts asked about and the connections journaled (issue 18).
+    let events = service.events(&run_id, 0).await.map_err(Failure::failed)?;
+    object["network"] = network::json_of(&state, &events);
     object["model"] = json!(state.agent.model);
     object["policy"] = json!(state.policy);
     object["turns"] = json!(state.turns);
@@ -206,6 +211,9 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
             super::budget::reached_words(reached),
             super::budget::raise_hint(&run_id, reached)
         );
+    }
+    for line in network::lines(&run_id, &state, &events) {
+        println!("{line}");
     }
     if let Some(output) = &state.output {
         println!("output\n{}", visible_lines(output));

@@ -164,6 +164,28 @@ fn read_line(input: &OwnedFd, wake: &PipeReader, dropped: &AtomicBool) -> Option
 
 #[async_trait]
 impl Approver for TerminalApprover {
+    async fn ask_host(
+        &self,
+        run: &RunId,
+        request: &toren_protocol::HostApprovalRequested,
+    ) -> Option<Decision> {
+        let id = visible(&request.id);
+        say!(
+            "\na command asks for {} (held until you answer; or from another terminal: toren approve|deny {run} {id})",
+            visible(&request.summary())
+        );
+        loop {
+            let answer = self
+                .ask_line("allow this host for the rest of the run? [y]es / [n]o: ")
+                .await?;
+            match answer.trim().to_lowercase().as_str() {
+                "y" | "yes" => return Some(self.decision(true, None)),
+                "n" | "no" => return Some(self.decision(false, None)),
+                _ => say!("please answer y or n"),
+            }
+        }
+    }
+
     async fn ask(&self, run: &RunId, request: &ApprovalRequested) -> Option<Decision> {
         let call = visible(&request.call_id);
         let what = if request.attempt > 1 {
