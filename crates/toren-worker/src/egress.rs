@@ -146,8 +146,9 @@ impl RunEgress {
     /// it in the batch of a tool call's result); `None` when there are none.
     pub fn take(&self) -> Option<EventKind> {
         let batch = std::mem::take(&mut *lock(&self.inner.journal));
-        (!batch.is_empty())
-            .then(|| EventKind::EgressConnections(EgressConnections { connections: batch }))
+        (!batch.is_empty()).then_some(EventKind::EgressConnections(EgressConnections {
+            connections: batch,
+        }))
     }
 
     /// Appends the connection records waiting, if any (also done by the flusher).
@@ -186,14 +187,11 @@ impl RunEgress {
             if state.status.is_terminal() {
                 return Ok(Known::Decided(false));
             }
-            match state.host_approval(&request.host) {
-                Some(known) => {
-                    return Ok(match known.decision {
-                        Some(approved) => Known::Decided(approved),
-                        None => Known::Waiting,
-                    });
-                }
-                None => {}
+            if let Some(known) = state.host_approval(&request.host) {
+                return Ok(match known.decision {
+                    Some(approved) => Known::Decided(approved),
+                    None => Known::Waiting,
+                });
             }
             let kind = EventKind::HostApprovalRequested(request.clone());
             match store
@@ -216,22 +214,19 @@ impl RunEgress {
             let Some(person) = &self.inner.person else {
                 return std::future::pending().await;
             };
-            match person.ask_host(&run, request).await {
-                Some(d) => {
-                    let decided = ApprovalDecided {
-                        call_id: request.id.clone(),
-                        approved: d.approved,
-                        by: d.by,
-                        via: d.via,
-                        reason: d.reason,
-                    };
-                    match self.inner.store.decide_approval(&run, decided).await {
-                        // Someone else decided first: their decision stands.
-                        Ok(_) | Err(toren_store::Error::AlreadyDecided { .. }) => {}
-                        Err(e) => tracing::warn!(run = %run, "could not record the decision: {e}"),
-                    }
+            if let Some(d) = person.ask_host(&run, request).await {
+                let decided = ApprovalDecided {
+                    call_id: request.id.clone(),
+                    approved: d.approved,
+                    by: d.by,
+                    via: d.via,
+                    reason: d.reason,
+                };
+                match self.inner.store.decide_approval(&run, decided).await {
+                    // Someone else decided first: their decision stands.
+                    Ok(_) | Err(toren_store::Error::AlreadyDecided { .. }) => {}
+                    Err(e) => tracing::warn!(run = %run, "could not record the decision: {e}"),
                 }
-                None => {}
             }
             // Answered or not, the log says what was decided.
             std::future::pending::<()>().await;
@@ -247,7 +242,10 @@ impl RunEgress {
                                 EventKind::ApprovalDecided(d) if d.call_id == request.id => {
                                     return d.approved;
                                 }
-                                kind if kind.status_after().is_some_and(|s| s.is_terminal()) => {
+                                kind if kind
+                                    .status_after()
+                                    .is_some_and(toren_protocol::RunStatus::is_terminal) =>
+                                {
                                     return false;
                                 }
                                 _ => {}
