@@ -67,11 +67,18 @@ fn bash(id: &str, command: &str) -> Reply {
     })
 }
 
-const MAKE: &str = "git init -q proj && cd proj && git config user.email t@example.com && \
-    git config user.name t && echo one > a && git add a && git commit -qm one && cd .. && \
-    mkdir tree && cd tree && for d in $(seq 0 99); do mkdir d$d; \
-    for f in $(seq 0 199); do echo \"$d $f\" > d$d/f$f; done; done && cd .. && \
-    ln -s proj/a link && chmod 750 tree/d1 && printf '\\000\\377' > bin.dat";
+/// The first call: a git repository with a commit, a tree of `dirs` × 200 files, a
+/// symlink, modes and a binary file.
+fn make(dirs: u32) -> String {
+    format!(
+        "git init -q proj && cd proj && git config user.email t@example.com && \
+         git config user.name t && echo one > a && git add a && git commit -qm one && cd .. && \
+         mkdir tree && cd tree && for d in $(seq 0 {last}); do mkdir d$d; \
+         for f in $(seq 0 199); do echo \"$d $f\" > d$d/f$f; done; done && cd .. && \
+         ln -s proj/a link && chmod 750 tree/d1 && printf '\\000\\377' > bin.dat",
+        last = dirs - 1
+    )
+}
 const CHANGE: &str = "cd proj && echo two >> a && echo b > b && git add b && \
     git commit -qam two && git tag v2 && cd .. && rm -rf tree/d5 tree/d6 && \
     echo changed > tree/d7/f1 && rm link && ln -s tree link && mkdir -p new/deep && \
@@ -134,11 +141,11 @@ struct Scenario {
     at_step: BTreeMap<String, (char, u32, Vec<u8>)>,
 }
 
-/// Three approved bash calls: make, change, and a third the run waits on when its process
-/// is killed (SIGKILL), so that nobody drives it.
-fn scenario() -> Scenario {
+/// Three approved bash calls: make (a tree of `dirs` × 200 files), change, and a third the
+/// run waits on when its process is killed (SIGKILL), so that nobody drives it.
+fn scenario(dirs: u32) -> Scenario {
     let fake = FakeOpenAi::start(vec![
-        bash("c1", MAKE),
+        bash("c1", &make(dirs)),
         bash("c2", CHANGE),
         bash("c3", LATER),
     ])
@@ -153,7 +160,11 @@ fn scenario() -> Scenario {
     // Between the two calls: the workspace as it is at the step after the first result.
     let ws = toren.workspace(&run);
     let at_step = tree(&ws);
-    assert!(at_step.len() > 20_000, "{} entries", at_step.len());
+    assert!(
+        at_step.len() > dirs as usize * 200,
+        "{} entries",
+        at_step.len()
+    );
     let step = seq_of(&toren.events(&run), "tool_completed", &first);
     approve(&toren, &run, &second);
     let third = pending(&toren, &mut child, &run, Some(&second));
@@ -190,7 +201,7 @@ fn a_rewound_run_has_the_workspace_and_conversation_of_that_step() {
         run,
         step,
         at_step,
-    } = scenario();
+    } = scenario(100);
     let ws = toren.workspace(&run);
 
     // A step in the middle of a call is refused with the steps near it.
@@ -236,11 +247,11 @@ fn a_rewound_run_has_the_workspace_and_conversation_of_that_step() {
     assert_eq!(text(&out.stdout), "rewound and done\n");
     let requests = fake.requests();
     let sent = &requests.last().unwrap().body;
-    assert_eq!(commands_sent(sent), [MAKE]);
+    assert_eq!(commands_sent(sent), [make(100)]);
     let before = &requests[requests.len() - 2].body;
     assert_eq!(
         commands_sent(before),
-        [MAKE, CHANGE],
+        [make(100), CHANGE.to_owned()],
         "the run had gone further"
     );
     same(&at_step, &tree(&ws));
@@ -257,7 +268,7 @@ fn a_rewind_killed_at_any_point_is_finished_by_the_next_resume() {
         run,
         step,
         at_step,
-    } = scenario();
+    } = scenario(10);
     let ws = toren.workspace(&run);
     let mut seed = u64::from(std::process::id()) | 1;
     let mut recorded = 0;
