@@ -38,6 +38,7 @@ const STATUS_AFTER = {
   approval_decided: "running", model_responded: "running", tool_started: "running",
   tool_completed: "running", sandbox_provisioned: "running", context_compacted: "running",
   message_delivered: "running", budget_reached: "awaiting_budget", budget_raised: "running",
+  host_approval_requested: "awaiting_approval", egress_connections: null,
 };
 const KINDS = Object.keys(STATUS_AFTER);
 
@@ -124,6 +125,23 @@ function runPage() {
         approval.hidden = false;
         break;
       }
+      case "host_approval_requested": {
+        // A held connection waits for a person: network access to a host outside the list.
+        const what = "network access to " + event.host + ":" + event.port +
+          (event.call_id ? " (from bash call " + event.call_id + (event.command ? ": " + event.command : "") + ")" : "");
+        timeline.append(seqNode(el("li", "event muted", "asks for " + what)));
+        waitingCall = event.id;
+        document.getElementById("approval-command").textContent = what;
+        document.getElementById("approval-error").textContent = "";
+        approval.hidden = false;
+        break;
+      }
+      case "egress_connections":
+        (event.connections || []).forEach((c) => {
+          const bytes = c.reason ? ": " + c.reason : " (↑" + (c.bytes_up || 0) + " B ↓" + (c.bytes_down || 0) + " B)";
+          timeline.append(seqNode(el("li", "event muted", c.method + " " + c.host + ":" + c.port + " " + c.outcome + bytes)));
+        });
+        break;
       case "approval_decided": {
         const c = calls[event.call_id];
         const text = (event.approved ? "approved" : "denied") + " by " + event.by + " via " + event.via +
