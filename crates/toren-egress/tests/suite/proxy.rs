@@ -288,3 +288,43 @@ async fn a_run_holds_at_most_max_connections_open_tunnels_included_and_one_more_
         "a place freed by a closed tunnel was never given again"
     );
 }
+
+#[tokio::test]
+async fn host_spellings_that_try_to_pass_for_a_listed_name_are_judged_as_what_they_reach() {
+    let h = harness(policy(&["allowed.test"], false)).await;
+    let port = h.origin.port();
+    // Case and a trailing dot name the listed host itself.
+    for target in [
+        format!("ALLOWED.Test.:{port}"),
+        format!("allowed.test.:{port}"),
+    ] {
+        let (_, head) = connect(h.proxy, &target).await;
+        assert_eq!(status(&head), "200", "{target}: {head}");
+    }
+    // Look-alikes, numeric and bracketed addresses are not the listed name.
+    for target in [
+        format!("allowed.test.other.test:{port}"),
+        format!("xallowed.test:{port}"),
+        format!("2130706433:{port}"),
+        format!("0x7f.1:{port}"),
+        format!("127.1:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::ffff:127.0.0.1]:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let (_, head) = connect(h.proxy, &target).await;
+        assert_eq!(status(&head), "403", "{target}: {head}");
+    }
+    // Userinfo before the host: the request is for what follows the `@`.
+    for request in [
+        format!("GET http://allowed.test@other.test:{port}/ HTTP/1.1\r\n\r\n"),
+        format!(
+            "GET http://allowed.test:{port}@other.test:{port}/ HTTP/1.0\r\nHost: allowed.test:{port}\r\n\r\n"
+        ),
+    ] {
+        let mut stream = TcpStream::connect(h.proxy).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let head = read_head(&mut stream).await;
+        assert!(matches!(status(&head), "400" | "403"), "{request}: {head}");
+    }
+}
