@@ -163,6 +163,10 @@ impl RunService {
     }
 
     /// The oldest queued message as the next turn (bound to `channel`), once no turn runs.
+    /// Taking it off the queue and making its turn are one write
+    /// ([`SessionStore::start_next_queued`]): a process that dies around it leaves the
+    /// message queued or its turn made (which a worker resumes), and a queued message's
+    /// chat key stays with its turn.
     pub async fn next_queued(
         &self,
         session: &Session,
@@ -174,11 +178,47 @@ impl RunService {
         if turns.iter().any(|t| !t.status.is_terminal()) {
             return Ok(None);
         }
-        match store.dequeue(&session.id).await? {
-            Some(text) => Ok(Some(
-                self.new_turn(session, &text, holder, channel, None).await?,
-            )),
-            None => Ok(None),
+        self.record_ended_turns(session).await?;
+        let run_id = RunId::new();
+        match store
+            .start_next_queued(
+                &session.id,
+                &run_id,
+                self.turn_created(session, String::new(), channel),
+                holder,
+                self.settings.lease_ttl,
+            )
+            .await
+        {
+            Ok(Some(started)) => Ok(Some(Sent::Turn {
+                created: Box::new(Created {
+                    run_id,
+                    lease: started.lease,
+                    policy: session.policy.clone(),
+                }),
+                turn: started.turn,
+            })),
+            Ok(None) => Ok(None),
+            // Another process started a turn meanwhile (perhaps this very message's).
+            Err(toren_store::Error::TurnInProgress { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The `run_created` of a turn of `session` with `input`, bound to `channel` (the store
+    /// fills in the turn).
+    fn turn_created(
+        &self,
+        session: &Session,
+        input: String,
+        channel: Option<ChannelBinding>,
+    ) -> RunCreated {
+        RunCreated {
+            agent: session.agent.clone(),
+            policy: session.policy.clone(),
+            input,
+            session: None,
+            channel,
         }
     }
 
@@ -194,13 +234,7 @@ impl RunService {
         // The conversation of every ended turn is recorded before a new one starts.
         self.record_ended_turns(session).await?;
         let run_id = RunId::new();
-        let created = RunCreated {
-            agent: session.agent.clone(),
-            policy: session.policy.clone(),
-            input: text.to_owned(),
-            session: None,
-            channel,
-        };
+        let created = self.turn_created(session, text.to_owned(), channel);
         match store
             .create_turn_keyed(
                 &session.id,

@@ -13,7 +13,7 @@ use toren_store::backend::{
     self,
     sessions::{encode, message_of, run_id_of, turn_number},
 };
-use toren_store::{Error, Lease, Result, Session, SessionStore, SessionTurnRow};
+use toren_store::{Error, Lease, QueuedTurn, Result, Session, SessionStore, SessionTurnRow};
 
 use crate::log::insert_run;
 use crate::rows::{self, nanos};
@@ -157,7 +157,7 @@ impl SessionStore for PostgresStore {
         &self,
         session_id: &str,
         run_id: &RunId,
-        mut created: RunCreated,
+        created: RunCreated,
         holder: &str,
         ttl: Duration,
         key: Option<&str>,
@@ -165,46 +165,18 @@ impl SessionStore for PostgresStore {
         self.bounded(async {
             let mut tx = self.begin().await?;
             let result: Result<_> = async {
-                let name = lock_session(&mut tx, session_id).await?;
+                lock_session(&mut tx, session_id).await?;
                 crate::chats::take_key(&mut tx, key, Some(session_id), Some(run_id)).await?;
-                let open = sqlx::query_as::<_, (i32, String)>(
-                    "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
-                 WHERE t.session_id = $1 AND r.status NOT IN ('completed', 'failed', 'cancelled')
-                 ORDER BY t.turn LIMIT 1",
+                insert_turn(
+                    &mut tx,
+                    self.clock.now(),
+                    session_id,
+                    run_id,
+                    created,
+                    holder,
+                    ttl,
                 )
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if let Some((turn, run)) = open {
-                    return Err(Error::TurnInProgress {
-                        session: name,
-                        turn: turn_number(session_id, turn)?,
-                        run_id: run_id_of(session_id, &run)?,
-                    });
-                }
-                let last = sqlx::query_scalar::<_, Option<i32>>(
-                    "SELECT MAX(turn) FROM session_turns WHERE session_id = $1",
-                )
-                .bind(session_id)
-                .fetch_one(&mut *tx)
-                .await?;
-                let turn = turn_number(session_id, last.unwrap_or(0).saturating_add(1))?;
-                created.session = Some(SessionTurn {
-                    id: session_id.to_owned(),
-                    name,
-                    turn,
-                });
-                let (event, lease) =
-                    insert_run(&mut tx, self.clock.now(), run_id, created, holder, ttl).await?;
-                sqlx::query(
-                    "INSERT INTO session_turns (session_id, turn, run_id) VALUES ($1, $2, $3)",
-                )
-                .bind(session_id)
-                .bind(turn_to_sql(turn))
-                .bind(run_id.as_str())
-                .execute(&mut *tx)
-                .await?;
-                Ok((event, lease, turn))
+                .await
             }
             .await;
             finish(tx, result).await
@@ -303,12 +275,13 @@ impl SessionStore for PostgresStore {
             lock_session(&mut tx, session_id).await?;
             crate::chats::take_key(&mut tx, key, Some(session_id), None).await?;
             sqlx::query(
-                "INSERT INTO session_queue (session_id, seq, text, queued_at)
-                 SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM session_queue WHERE session_id = $1",
+                "INSERT INTO session_queue (session_id, seq, text, queued_at, key)
+                 SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4 FROM session_queue WHERE session_id = $1",
             )
             .bind(session_id)
             .bind(text)
             .bind(nanos(self.clock.now()))
+            .bind(key)
             .execute(&mut *tx)
             .await?;
             let waiting = sqlx::query_scalar::<_, i64>(
@@ -346,4 +319,112 @@ impl SessionStore for PostgresStore {
         })
         .await
     }
+
+    async fn start_next_queued(
+        &self,
+        session_id: &str,
+        run_id: &RunId,
+        mut created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<QueuedTurn>> {
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            let result: Result<_> = async {
+                lock_session(&mut tx, session_id).await?;
+                let next = sqlx::query_as::<_, (i64, String, Option<String>)>(
+                    "SELECT seq, text, key FROM session_queue WHERE session_id = $1
+                     ORDER BY seq LIMIT 1",
+                )
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some((seq, text, key)) = next else {
+                    return Ok(None);
+                };
+                created.input.clone_from(&text);
+                let (event, lease, turn) = insert_turn(
+                    &mut tx,
+                    self.clock.now(),
+                    session_id,
+                    run_id,
+                    created,
+                    holder,
+                    ttl,
+                )
+                .await?;
+                sqlx::query("DELETE FROM session_queue WHERE session_id = $1 AND seq = $2")
+                    .bind(session_id)
+                    .bind(seq)
+                    .execute(&mut *tx)
+                    .await?;
+                if let Some(key) = &key {
+                    sqlx::query("UPDATE message_keys SET run_id = $1 WHERE key = $2")
+                        .bind(run_id.as_str())
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Ok(Some(QueuedTurn {
+                    event,
+                    lease,
+                    turn,
+                    text,
+                    key,
+                }))
+            }
+            .await;
+            finish(tx, result).await
+        })
+        .await
+    }
+}
+
+/// The session's next turn, the run of `created`, in the transaction under way (which holds
+/// the session's row): refused with [`Error::TurnInProgress`] while an earlier turn runs.
+async fn insert_turn(
+    tx: &mut PgConnection,
+    now: jiff::Timestamp,
+    session_id: &str,
+    run_id: &RunId,
+    mut created: RunCreated,
+    holder: &str,
+    ttl: Duration,
+) -> Result<(Event, Lease, u32)> {
+    let name = lock_session(tx, session_id).await?;
+    let open = sqlx::query_as::<_, (i32, String)>(
+        "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
+                 WHERE t.session_id = $1 AND r.status NOT IN ('completed', 'failed', 'cancelled')
+                 ORDER BY t.turn LIMIT 1",
+    )
+    .bind(session_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((turn, run)) = open {
+        return Err(Error::TurnInProgress {
+            session: name,
+            turn: turn_number(session_id, turn)?,
+            run_id: run_id_of(session_id, &run)?,
+        });
+    }
+    let last = sqlx::query_scalar::<_, Option<i32>>(
+        "SELECT MAX(turn) FROM session_turns WHERE session_id = $1",
+    )
+    .bind(session_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let turn = turn_number(session_id, last.unwrap_or(0).saturating_add(1))?;
+    created.session = Some(SessionTurn {
+        id: session_id.to_owned(),
+        name,
+        turn,
+    });
+    let (event, lease) = insert_run(tx, now, run_id, created, holder, ttl).await?;
+    sqlx::query("INSERT INTO session_turns (session_id, turn, run_id) VALUES ($1, $2, $3)")
+        .bind(session_id)
+        .bind(turn_to_sql(turn))
+        .bind(run_id.as_str())
+        .execute(&mut *tx)
+        .await?;
+    Ok((event, lease, turn))
 }

@@ -74,8 +74,9 @@ pub use queries::{
     pages_neither_skip_nor_repeat_while_runs_are_created, runs_are_filtered_by_status_and_agent,
 };
 pub use sessions::{
-    LogAndSessions, racing_turns_get_one_winner, removing_a_session_keeps_its_runs,
-    session_names_are_unique_and_sessions_round_trip,
+    LogAndSessions, a_queued_message_becomes_exactly_one_turn,
+    racing_starts_of_a_queued_message_make_one_turn, racing_turns_get_one_winner,
+    removing_a_session_keeps_its_runs, session_names_are_unique_and_sessions_round_trip,
     the_conversation_is_recorded_once_per_turn_and_read_in_order, the_queue_is_first_in_first_out,
     turns_never_interleave_and_are_numbered_in_order,
 };
@@ -145,6 +146,7 @@ pub async fn run_all_chats(store: Arc<dyn ChatBackend>) {
     chats::a_message_key_makes_one_turn(s).await;
     chats::a_key_taken_without_a_turn_clears_the_reason(s).await;
     chats::strangers_are_refused_once_and_deliveries_kept(s).await;
+    chats::a_queued_key_stays_with_its_turn(s).await;
     chats::racing_handlers_of_one_message_make_one_turn(store).await;
 }
 
@@ -158,6 +160,8 @@ pub async fn run_all_sessions(store: Arc<dyn LogAndSessions>) {
     the_queue_is_first_in_first_out(s).await;
     removing_a_session_keeps_its_runs(s).await;
     racing_turns_get_one_winner(&store).await;
+    a_queued_message_becomes_exactly_one_turn(s).await;
+    racing_starts_of_a_queued_message_make_one_turn(&store).await;
 }
 
 /// What `create_run` and `append` return is exactly what `read` gives back, and the

@@ -33,6 +33,6 @@ pub use error::{Error, Result};
 pub use lease::{Lease, LeaseInfo};
 pub use log::{EventLog, RunCounts, RunSummary};
 pub use query::{ClaimLeases, ClaimQuery, ClaimRequest, RunCursor, RunPage, RunQuery};
-pub use sessions::{Session, SessionStore, SessionTurnRow};
+pub use sessions::{QueuedTurn, Session, SessionStore, SessionTurnRow};
 pub use sqlite::{SqliteStore, WriteStats};
 pub use workers::{PassedOver, WorkerBeat, WorkerInfo, WorkerRegistry};

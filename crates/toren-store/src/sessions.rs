@@ -3,7 +3,8 @@
 //!
 //! Rules every backend keeps: a session's name is unique; a new turn is created only when
 //! every earlier turn of the session has ended (one turn at a time, never interleaved), in
-//! the same transaction as its run; a turn's messages are recorded once, after it ended,
+//! the same transaction as its run (a queued message's turn also with taking it off the
+//! queue); a turn's messages are recorded once, after it ended,
 //! and never change.
 
 use std::time::Duration;
@@ -110,4 +111,37 @@ pub trait SessionStore: Send + Sync {
 
     /// Takes the oldest queued message, if any.
     async fn dequeue(&self, session_id: &str) -> Result<Option<String>>;
+
+    /// Takes the oldest queued message and makes it the session's next turn, in one write:
+    /// the run of `created` with the message as its input (as
+    /// [`SessionStore::create_turn`]), the message gone from the queue, and its key, if it
+    /// was queued with one, kept and now naming the turn's run. `None` (nothing written)
+    /// when nothing waits, whether or not a turn runs;
+    /// [`Error::TurnInProgress`](crate::Error::TurnInProgress) (nothing written) when a
+    /// message waits behind a running turn. A caller that crashed before or after the write
+    /// leaves the message queued or its turn made, never neither: a second caller starts
+    /// it or finds the turn running.
+    async fn start_next_queued(
+        &self,
+        session_id: &str,
+        run_id: &RunId,
+        created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<QueuedTurn>>;
+}
+
+/// A queued message made the session's next turn by
+/// [`SessionStore::start_next_queued`].
+#[derive(Clone, Debug)]
+pub struct QueuedTurn {
+    /// The turn's `run_created`.
+    pub event: Event,
+    /// The caller's lease of the turn's run.
+    pub lease: Lease,
+    pub turn: u32,
+    /// The message, now the turn's input.
+    pub text: String,
+    /// The key it was queued with, now the turn's.
+    pub key: Option<String>,
 }

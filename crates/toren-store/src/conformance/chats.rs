@@ -212,6 +212,60 @@ pub async fn a_message_key_makes_one_turn(store: &dyn ChatBackend) {
     );
 }
 
+/// A message queued with a key keeps it when it becomes a turn
+/// ([`SessionStore::start_next_queued`](crate::SessionStore::start_next_queued)): the
+/// turn says the key, the key stays taken, and the same message again makes no turn.
+pub(super) async fn a_queued_key_stays_with_its_turn(store: &dyn ChatBackend) {
+    let s = chat_session("queued-key");
+    ok(store.create_session(&s).await, "create_session");
+    let running = RunId::new();
+    let (_, lease, _) = ok(
+        store
+            .create_turn_keyed(&s.id, &running, turn("one"), "h", TTL, None)
+            .await,
+        "create_turn",
+    );
+    let key = fresh("telegram:queued");
+    ok(
+        store.enqueue_keyed(&s.id, "two", Some(&key)).await,
+        "enqueue_keyed",
+    );
+    ok(
+        store
+            .append(&lease, 1, vec![super::fixtures::run_completed()])
+            .await,
+        "end the first turn",
+    );
+    let next = RunId::new();
+    let started = ok(
+        store
+            .start_next_queued(&s.id, &next, turn(""), "h", TTL)
+            .await,
+        "start_next_queued",
+    )
+    .unwrap_or_else(|| panic!("the queued message starts"));
+    assert_eq!(started.text, "two");
+    assert_eq!(
+        started.key.as_deref(),
+        Some(key.as_str()),
+        "the turn keeps the key"
+    );
+    assert_eq!(store.message_taken(&key).await.ok(), Some(true));
+    let again = store
+        .create_turn_keyed(&s.id, &RunId::new(), turn("two"), "h", TTL, Some(&key))
+        .await;
+    assert!(
+        matches!(&again, Err(Error::MessageTaken { .. })),
+        "the message handled again makes no turn: {again:?}"
+    );
+    let queued = store.enqueue_keyed(&s.id, "two", Some(&key)).await;
+    assert!(
+        matches!(queued, Err(Error::MessageTaken { .. })),
+        "nor a queued message: {queued:?}"
+    );
+    assert_eq!(ok(store.turns(&s.id).await, "turns").len(), 2);
+}
+
 /// Two handlers of the same message at once: one turn, the other finds the key taken.
 pub async fn racing_handlers_of_one_message_make_one_turn(store: Arc<dyn ChatBackend>) {
     let mut sessions = Vec::new();

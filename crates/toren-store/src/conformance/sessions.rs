@@ -282,3 +282,151 @@ pub async fn removing_a_session_keeps_its_runs(store: &dyn LogAndSessions) {
         Err(Error::SessionNotFound(_))
     ));
 }
+
+/// A queued message becomes the next turn in one write ([`SessionStore::start_next_queued`]):
+/// not while a turn runs, once when it has ended (the message off the queue and the turn's
+/// run made together), and a second caller finds the turn made, not a second one.
+pub async fn a_queued_message_becomes_exactly_one_turn(store: &dyn LogAndSessions) {
+    let s = session("next-queued");
+    ok(store.create_session(&s).await, "create_session");
+    let none = ok(
+        store
+            .start_next_queued(&s.id, &RunId::new(), turn_input(""), "h", TTL)
+            .await,
+        "start_next_queued",
+    );
+    assert!(none.is_none(), "nothing queued, nothing started: {none:?}");
+    let first = RunId::new();
+    let (_, lease, _) = ok(
+        store
+            .create_turn(&s.id, &first, turn_input("one"), "h", TTL)
+            .await,
+        "create_turn",
+    );
+    ok(store.enqueue(&s.id, "later").await, "enqueue");
+    let early = RunId::new();
+    let refused = store
+        .start_next_queued(&s.id, &early, turn_input(""), "h", TTL)
+        .await;
+    assert!(
+        matches!(&refused, Err(Error::TurnInProgress { turn: 1, .. })),
+        "no queued turn while one runs: {refused:?}"
+    );
+    assert!(
+        matches!(store.run(&early).await, Err(Error::RunNotFound(_))),
+        "a refused start writes no run"
+    );
+    ok(
+        store
+            .append(
+                &lease,
+                1,
+                vec![EventKind::RunCompleted(RunCompleted {
+                    output: "ok".into(),
+                })],
+            )
+            .await,
+        "append",
+    );
+    let second = RunId::new();
+    let started = ok(
+        store
+            .start_next_queued(&s.id, &second, turn_input("ignored"), "h2", TTL)
+            .await,
+        "start_next_queued",
+    )
+    .unwrap_or_else(|| panic!("the queued message is started once the turn ended"));
+    assert_eq!((started.turn, started.text.as_str()), (2, "later"));
+    assert_eq!(started.key, None);
+    assert_eq!(
+        started.lease.run_id, second,
+        "the caller holds the new turn"
+    );
+    assert_eq!(started.lease.holder, "h2");
+    let EventKind::RunCreated(created) = &started.event.kind else {
+        panic!("a turn starts with run_created: {:?}", started.event)
+    };
+    assert_eq!(created.input, "later", "the message is the turn's input");
+    assert_eq!(
+        created.session.as_ref().map(|t| t.turn),
+        Some(2),
+        "the store fills in the turn"
+    );
+    assert_eq!(
+        ok(store.read(&second, 0).await, "read"),
+        vec![started.event.clone()],
+        "the turn's run is made with it"
+    );
+    // A second caller (e.g. after the first died holding the new turn) starts nothing: the
+    // message is the turn (running, resumable), no longer queued.
+    let again = store
+        .start_next_queued(&s.id, &RunId::new(), turn_input(""), "h", TTL)
+        .await;
+    assert!(
+        matches!(&again, Ok(None)),
+        "the second caller finds nothing waiting: {again:?}"
+    );
+    ok(
+        store
+            .append(
+                &started.lease,
+                1,
+                vec![EventKind::RunCompleted(RunCompleted {
+                    output: "ok".into(),
+                })],
+            )
+            .await,
+        "append",
+    );
+    let after = ok(
+        store
+            .start_next_queued(&s.id, &RunId::new(), turn_input(""), "h", TTL)
+            .await,
+        "start_next_queued",
+    );
+    assert!(after.is_none(), "the message was taken once: {after:?}");
+    let turns: Vec<(u32, RunId)> = ok(store.turns(&s.id).await, "turns")
+        .into_iter()
+        .map(|t| (t.turn, t.run_id))
+        .collect();
+    assert_eq!(turns, vec![(1, first), (2, second)], "one turn per message");
+    assert_eq!(ok(store.dequeue(&s.id).await, "dequeue"), None);
+}
+
+/// Front doors starting the one queued message at the same moment: one turn, and the
+/// message is gone from the queue.
+pub async fn racing_starts_of_a_queued_message_make_one_turn(store: &Arc<dyn LogAndSessions>) {
+    const RACERS: usize = 8;
+    let s = session("queued-race");
+    ok(store.create_session(&s).await, "create_session");
+    ok(store.enqueue(&s.id, "waited").await, "enqueue");
+    let barrier = Arc::new(tokio::sync::Barrier::new(RACERS));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..RACERS {
+        let (store, barrier, id) = (Arc::clone(store), Arc::clone(&barrier), s.id.clone());
+        tasks.spawn(async move {
+            barrier.wait().await;
+            let run = RunId::new();
+            let got = store
+                .start_next_queued(&id, &run, turn_input(""), "h", TTL)
+                .await;
+            (run, got)
+        });
+    }
+    let mut winners = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (run, got) = joined.unwrap_or_else(|e| panic!("a racer panicked: {e}"));
+        match got {
+            Ok(Some(started)) => winners.push((started.turn, run, started.text)),
+            Ok(None) | Err(Error::TurnInProgress { .. }) => assert!(
+                matches!(store.run(&run).await, Err(Error::RunNotFound(_))),
+                "a losing racer wrote no run"
+            ),
+            Err(e) => panic!("a racing start failed otherwise: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "one racer starts it: {winners:?}");
+    assert_eq!((winners[0].0, winners[0].2.as_str()), (1, "waited"));
+    assert_eq!(ok(store.turns(&s.id).await, "turns").len(), 1);
+    assert_eq!(ok(store.dequeue(&s.id).await, "dequeue"), None);
+}

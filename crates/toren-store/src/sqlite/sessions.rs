@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::SqliteConnection;
 use toren_protocol::{Event, Message, RunCreated, RunId, SessionTurn};
 
 use super::SqliteStore;
@@ -15,7 +16,7 @@ use crate::backend::{
     self,
     sessions::{encode, message_of, run_id_of, turn_number},
 };
-use crate::{Error, Lease, Result, Session, SessionStore, SessionTurnRow};
+use crate::{Error, Lease, QueuedTurn, Result, Session, SessionStore, SessionTurnRow};
 
 /// A session's row, times as stamps.
 type SessionRow = backend::sessions::SessionRow<String>;
@@ -132,7 +133,7 @@ impl SessionStore for SqliteStore {
         &self,
         session_id: &str,
         run_id: &RunId,
-        mut created: RunCreated,
+        created: RunCreated,
         holder: &str,
         ttl: Duration,
         key: Option<&str>,
@@ -145,50 +146,7 @@ impl SessionStore for SqliteStore {
             Box::pin(async move {
                 let (session_id, run_id, holder) = (session_id.as_str(), &run_id, holder.as_str());
                 super::chats::take_key(tx, key.as_deref(), Some(session_id), Some(run_id)).await?;
-                let name =
-                    sqlx::query_scalar::<_, String>("SELECT name FROM sessions WHERE id = ?")
-                        .bind(session_id)
-                        .fetch_optional(&mut *tx)
-                        .await?
-                        .ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))?;
-                let open = sqlx::query_as::<_, (i64, String)>(
-                    "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
-             WHERE t.session_id = ? AND r.status NOT IN ('completed', 'failed', 'cancelled')
-             ORDER BY t.turn LIMIT 1",
-                )
-                .bind(session_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if let Some((turn, run)) = open {
-                    return Err(Error::TurnInProgress {
-                        session: name,
-                        turn: turn_number(session_id, turn)?,
-                        run_id: run_id_of(session_id, &run)?,
-                    });
-                }
-                let last = sqlx::query_scalar::<_, Option<i64>>(
-                    "SELECT MAX(turn) FROM session_turns WHERE session_id = ?",
-                )
-                .bind(session_id)
-                .fetch_one(&mut *tx)
-                .await?;
-                let turn = turn_number(session_id, last.unwrap_or(0) + 1)?;
-                created.session = Some(SessionTurn {
-                    id: session_id.to_owned(),
-                    name,
-                    turn,
-                });
-                let (event, lease) =
-                    insert_run(tx, clock.now(), run_id, created, holder, ttl).await?;
-                sqlx::query(
-                    "INSERT INTO session_turns (session_id, turn, run_id) VALUES (?, ?, ?)",
-                )
-                .bind(session_id)
-                .bind(i64::from(turn))
-                .bind(run_id.as_str())
-                .execute(&mut *tx)
-                .await?;
-                Ok((event, lease, turn))
+                insert_turn(tx, clock.now(), session_id, run_id, created, holder, ttl).await
             })
         })
         .await
@@ -279,12 +237,13 @@ impl SessionStore for SqliteStore {
                 .fetch_one(&mut *tx)
                 .await?;
                 sqlx::query(
-            "INSERT INTO session_queue (session_id, seq, text, queued_at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO session_queue (session_id, seq, text, queued_at, key) VALUES (?, ?, ?, ?, ?)",
         )
         .bind(session_id)
         .bind(last.unwrap_or(0) + 1)
         .bind(text)
         .bind(stamp(clock.now()))
+        .bind(key.as_deref())
         .execute(&mut *tx)
         .await?;
                 let waiting = sqlx::query_scalar::<_, i64>(
@@ -323,4 +282,107 @@ impl SessionStore for SqliteStore {
         })
         .await
     }
+    async fn start_next_queued(
+        &self,
+        session_id: &str,
+        run_id: &RunId,
+        mut created: RunCreated,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<QueuedTurn>> {
+        let (session_id, run_id, holder) =
+            (session_id.to_owned(), run_id.clone(), holder.to_owned());
+        let clock = self.clock.clone();
+        self.write(move |tx| {
+            Box::pin(async move {
+                let (session_id, run_id, holder) = (session_id.as_str(), &run_id, holder.as_str());
+                let next = sqlx::query_as::<_, (i64, String, Option<String>)>(
+                    "SELECT seq, text, key FROM session_queue WHERE session_id = ?
+                     ORDER BY seq LIMIT 1",
+                )
+                .bind(session_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some((seq, text, key)) = next else {
+                    return Ok(None);
+                };
+                created.input.clone_from(&text);
+                let (event, lease, turn) =
+                    insert_turn(tx, clock.now(), session_id, run_id, created, holder, ttl).await?;
+                sqlx::query("DELETE FROM session_queue WHERE session_id = ? AND seq = ?")
+                    .bind(session_id)
+                    .bind(seq)
+                    .execute(&mut *tx)
+                    .await?;
+                if let Some(key) = &key {
+                    sqlx::query("UPDATE message_keys SET run_id = ? WHERE key = ?")
+                        .bind(run_id.as_str())
+                        .bind(key)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                Ok(Some(QueuedTurn {
+                    event,
+                    lease,
+                    turn,
+                    text,
+                    key,
+                }))
+            })
+        })
+        .await
+    }
+}
+
+/// The session's next turn, the run of `created`, in the write under way: refused with
+/// [`Error::TurnInProgress`] while an earlier turn runs.
+async fn insert_turn(
+    tx: &mut SqliteConnection,
+    now: jiff::Timestamp,
+    session_id: &str,
+    run_id: &RunId,
+    mut created: RunCreated,
+    holder: &str,
+    ttl: Duration,
+) -> Result<(Event, Lease, u32)> {
+    let name = sqlx::query_scalar::<_, String>("SELECT name FROM sessions WHERE id = ?")
+        .bind(session_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| Error::SessionNotFound(session_id.to_owned()))?;
+    let open = sqlx::query_as::<_, (i64, String)>(
+        "SELECT t.turn, t.run_id FROM session_turns t JOIN runs r ON r.id = t.run_id
+             WHERE t.session_id = ? AND r.status NOT IN ('completed', 'failed', 'cancelled')
+             ORDER BY t.turn LIMIT 1",
+    )
+    .bind(session_id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some((turn, run)) = open {
+        return Err(Error::TurnInProgress {
+            session: name,
+            turn: turn_number(session_id, turn)?,
+            run_id: run_id_of(session_id, &run)?,
+        });
+    }
+    let last = sqlx::query_scalar::<_, Option<i64>>(
+        "SELECT MAX(turn) FROM session_turns WHERE session_id = ?",
+    )
+    .bind(session_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let turn = turn_number(session_id, last.unwrap_or(0) + 1)?;
+    created.session = Some(SessionTurn {
+        id: session_id.to_owned(),
+        name,
+        turn,
+    });
+    let (event, lease) = insert_run(tx, now, run_id, created, holder, ttl).await?;
+    sqlx::query("INSERT INTO session_turns (session_id, turn, run_id) VALUES (?, ?, ?)")
+        .bind(session_id)
+        .bind(i64::from(turn))
+        .bind(run_id.as_str())
+        .execute(&mut *tx)
+        .await?;
+    Ok((event, lease, turn))
 }

@@ -4,5 +4,6 @@ mod conformance;
 mod corpus;
 mod crash;
 mod group_commit;
+mod queue_crash;
 mod sessions;
 mod sqlite;

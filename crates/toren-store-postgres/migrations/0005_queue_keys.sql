@@ -1,0 +1,3 @@
+-- A queued message's chat key (message_keys), so the turn it becomes keeps it: the queue
+-- row, the turn and the key's run change in the one transaction of start_next_queued.
+ALTER TABLE session_queue ADD COLUMN key TEXT;
