@@ -263,5 +263,61 @@ impl Stream {
     }
 }
 
+/// The values this process handed to a sandbox or a proxy, for what it writes outside
+/// any run (log lines): every [`remember`]ed value, as one [`Redactor`].
+static KNOWN: std::sync::RwLock<Known> = std::sync::RwLock::new(Known {
+    values: Vec::new(),
+    redactor: Redactor { inner: None },
+});
+
+struct Known {
+    values: Vec<(String, String)>,
+    redactor: Redactor,
+}
+
+/// Adds `values` (`(name, value)` pairs) to this process's known values ([`known`]); a
+/// value already known is not added again. They are kept for the life of the process, as
+/// its environment keeps them anyway.
+pub fn remember<'a, I>(values: I)
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    let mut fresh: Vec<(String, String)> = Vec::new();
+    {
+        let known = KNOWN
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (name, value) in values {
+            if value.len() >= MIN_LEN
+                && !known.values.iter().any(|(_, v)| v == value)
+                && !fresh.iter().any(|(_, v)| v == value)
+            {
+                fresh.push((name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+    if fresh.is_empty() {
+        return;
+    }
+    let mut known = KNOWN
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (name, value) in fresh {
+        if !known.values.iter().any(|(_, v)| *v == value) {
+            known.values.push((name, value));
+        }
+    }
+    known.redactor = Redactor::new(known.values.iter().cloned());
+}
+
+/// A redactor of every value this process [`remember`]ed so far.
+pub fn known() -> Redactor {
+    KNOWN
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .redactor
+        .clone()
+}
+
 #[cfg(test)]
 mod tests;

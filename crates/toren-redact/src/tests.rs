@@ -119,3 +119,14 @@ fn overlapping_values_of_different_names_keep_apart() {
     out.push_str(&stream.finish());
     assert_eq!(out, "[redacted:ONE]_abcd");
 }
+
+#[test]
+fn remembered_values_are_known_to_the_process_once_each() {
+    remember([("A_TOKEN", "remembered-9c1d"), ("SHORT", "ab")]);
+    remember([("B_TOKEN", "remembered-9c1d"), ("C_TOKEN", "another-77e0")]);
+    let known = known();
+    assert_eq!(
+        known.redact("x remembered-9c1d y another-77e0 ab"),
+        "x [redacted:A_TOKEN] y [redacted:C_TOKEN] ab"
+    );
+}

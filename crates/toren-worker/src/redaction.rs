@@ -2,8 +2,9 @@
 //! and so sent to the model and shown on every surface, with the values of the run's
 //! granted `env` variables and injected secrets replaced by `[redacted:NAME]`
 //! (`toren_redact`). The values are looked up where the sandbox's environment is, through
-//! the worker's [`crate::driver::EnvLookup`], each time: nothing keeps them longer than a
-//! call. Injected secrets' values are also what the run's egress proxy adds to requests
+//! the worker's [`crate::driver::EnvLookup`], each time, and remembered process-wide
+//! (`toren_redact::remember`) so that the binary's log lines are redacted of them too
+//! ([`redact_log`]). Injected secrets' values are also what the run's egress proxy adds to requests
 //! ([`Worker::secret_values`]); they never enter the sandbox, but a host could echo one
 //! back into a command's output, and there it is redacted too.
 
@@ -39,7 +40,10 @@ impl Worker {
             .env
             .iter()
             .filter_map(|name| (self.config.env)(name).map(|v| (name.clone(), v)));
-        Redactor::new(granted.chain(self.secret_values(policy)))
+        let values: Vec<(String, String)> = granted.chain(self.secret_values(policy)).collect();
+        // Known to the process too, so its log lines are redacted ([`redact_log`]).
+        toren_redact::remember(values.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        Redactor::new(values)
     }
 
     /// A tool's output as it may be journaled.
@@ -118,4 +122,10 @@ impl TextStream {
             .unwrap_or_else(PoisonError::into_inner)
             .finish()
     }
+}
+
+/// A log line with every value this process's runs were granted or injected (so far)
+/// replaced: the binary's log writer passes each line through it.
+pub fn redact_log(line: &str) -> Cow<'_, str> {
+    toren_redact::known().redact(line)
 }

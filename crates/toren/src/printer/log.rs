@@ -1,6 +1,8 @@
 //! The writer of `TOREN_LOG` lines: stderr, each line rendered like every other message
 //! of [`super`] (log fields may quote what a model, a provider or a sandbox said). The
 //! subscriber is set up without ANSI colours, so nothing in a line is Toren's own escape.
+//! The values of every run's granted `env` variables and injected secrets this process
+//! learnt are replaced by `[redacted:NAME]` first (`toren_worker::redact_log`).
 
 use std::io::Write;
 
@@ -35,6 +37,8 @@ impl Write for LogLine {
 impl Drop for LogLine {
     fn drop(&mut self) {
         let text = String::from_utf8_lossy(&self.0);
+        // Never a value a run of this process was granted or had injected.
+        let text = toren_worker::redact_log(&text);
         let _ = std::io::stderr().write_all(visible_lines(&text).as_bytes());
     }
 }
