@@ -5,6 +5,7 @@ use std::fs::{self, File, FileTimes};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -141,7 +142,7 @@ impl Store {
     pub fn checkpoint(&self, workspace: &Path, exclude: &Exclude) -> Result<Checkpoint> {
         self.clear_tmp()?;
         let previous = match self.list()?.last() {
-            Some(id) => Some(self.manifest(id)?),
+            Some(id) => Some(self.latest(id)?),
             None => None,
         };
         let known: HashMap<&str, &Entry> = previous
@@ -231,7 +232,21 @@ impl Store {
             skipped: walked.skipped,
         };
         self.write_manifest(&manifest, stats.blobs_written > 0)?;
+        remember(&self.root, Arc::new(manifest));
         Ok(Checkpoint { id, stats })
+    }
+
+    /// The manifest `id`, the latest one: from memory when this process wrote or read it
+    /// last (a manifest never changes once written and ids are never reused, so the copy
+    /// is the file), else read and remembered. Parsing 20,000 entries of JSON is ≈30 ms
+    /// of a checkpoint otherwise.
+    fn latest(&self, id: &str) -> Result<Arc<Manifest>> {
+        if let Some(m) = recall(&self.root, id) {
+            return Ok(m);
+        }
+        let m = Arc::new(self.manifest(id)?);
+        remember(&self.root, Arc::clone(&m));
+        Ok(m)
     }
 
     /// Reads one file (never through a symlink), writes its blob if new, and says what it
@@ -517,6 +532,32 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// The latest manifest of each store this process checkpointed lately, by store root.
+/// Bounded: a worker serving many runs keeps the few it used last.
+static LATEST: Mutex<Vec<(PathBuf, Arc<Manifest>)>> = Mutex::new(Vec::new());
+const LATEST_KEPT: usize = 16;
+
+fn recall(root: &Path, id: &str) -> Option<Arc<Manifest>> {
+    let latest = LATEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    latest
+        .iter()
+        .find(|(r, m)| r == root && m.id == id)
+        .map(|(_, m)| Arc::clone(m))
+}
+
+fn remember(root: &Path, manifest: Arc<Manifest>) {
+    let mut latest = LATEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    latest.retain(|(r, _)| r != root);
+    if latest.len() >= LATEST_KEPT {
+        latest.remove(0);
+    }
+    latest.push((root.to_path_buf(), manifest));
 }
 
 /// A relative path of plain names: no `..`, no root, no empty name.

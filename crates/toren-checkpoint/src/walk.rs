@@ -4,6 +4,7 @@
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::{Condvar, Mutex};
 
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 
@@ -23,17 +24,138 @@ pub(crate) struct Walked {
 }
 
 /// Every entry below `root` that is not excluded, sorted by path, parents first.
+///
+/// Directories are listed by up to [`WALKERS`] threads at once (a stat per entry is most
+/// of a checkpoint of an unchanged tree): each takes a directory from a shared queue,
+/// stats what is in it and queues the directories it finds. The result is sorted, so
+/// it does not depend on which thread saw what.
 pub(crate) fn walk(root: &Path, exclude: &Exclude) -> Result<Walked> {
+    let walkers = std::thread::available_parallelism().map_or(1, |n| n.get().min(WALKERS));
+    let queue = Queue {
+        state: Mutex::new(QueueState {
+            dirs: vec![String::new()],
+            busy: 0,
+            failed: None,
+        }),
+        ready: Condvar::new(),
+    };
     let mut walked = Walked {
         found: Vec::new(),
         skipped: Vec::new(),
     };
-    visit(root, "", exclude, &mut walked)?;
-    walked.found.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut lost = false;
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..walkers)
+            .map(|_| scope.spawn(|| queue.work(root, exclude)))
+            .collect();
+        let mut parts = vec![queue.work(root, exclude)];
+        for helper in helpers {
+            match helper.join() {
+                Ok(part) => parts.push(part),
+                // What it saw is lost: the walk fails rather than miss entries.
+                Err(_) => lost = true,
+            }
+        }
+        for part in parts {
+            walked.found.extend(part.found);
+            walked.skipped.extend(part.skipped);
+        }
+    });
+    if lost {
+        return Err(io("walk", root)(std::io::Error::other(
+            "a walking thread panicked",
+        )));
+    }
+    let failed = queue
+        .state
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .failed;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    walked.found.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    walked.skipped.sort_unstable();
     Ok(walked)
 }
 
-fn visit(root: &Path, rel: &str, exclude: &Exclude, walked: &mut Walked) -> Result<()> {
+/// Threads listing directories at once.
+const WALKERS: usize = 4;
+
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+struct QueueState {
+    /// Directories to list (relative paths, `""` the root).
+    dirs: Vec<String>,
+    /// Directories being listed now (each may queue more).
+    busy: usize,
+    /// The first error: every walker stops.
+    failed: Option<crate::Error>,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Lists directories until none is left to list (or one failed); what this thread saw.
+    fn work(&self, root: &Path, exclude: &Exclude) -> Walked {
+        let mut walked = Walked {
+            found: Vec::new(),
+            skipped: Vec::new(),
+        };
+        let mut subdirs = Vec::new();
+        loop {
+            let rel = {
+                let mut state = self.lock();
+                loop {
+                    if state.failed.is_some() {
+                        return walked;
+                    }
+                    if let Some(rel) = state.dirs.pop() {
+                        state.busy += 1;
+                        break rel;
+                    }
+                    if state.busy == 0 {
+                        return walked;
+                    }
+                    state = self
+                        .ready
+                        .wait(state)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            };
+            let listed = visit(root, &rel, exclude, &mut walked, &mut subdirs);
+            let mut state = self.lock();
+            state.busy -= 1;
+            match listed {
+                Ok(()) => state.dirs.append(&mut subdirs),
+                Err(e) => {
+                    if state.failed.is_none() {
+                        state.failed = Some(e);
+                    }
+                }
+            }
+            drop(state);
+            self.ready.notify_all();
+        }
+    }
+}
+
+/// Lists the directory `rel`: what is in it goes to `walked`, its directories (to list
+/// next) also to `subdirs`.
+fn visit(
+    root: &Path,
+    rel: &str,
+    exclude: &Exclude,
+    walked: &mut Walked,
+    subdirs: &mut Vec<String>,
+) -> Result<()> {
     let dir = if rel.is_empty() {
         root.to_path_buf()
     } else {
@@ -70,14 +192,10 @@ fn visit(root: &Path, rel: &str, exclude: &Exclude, walked: &mut Walked) -> Resu
             walked.skipped.push(path);
             continue;
         }
-        let is_dir = ft.is_dir();
-        walked.found.push(Found {
-            path: path.clone(),
-            meta,
-        });
-        if is_dir {
-            visit(root, &path, exclude, walked)?;
+        if ft.is_dir() {
+            subdirs.push(path.clone());
         }
+        walked.found.push(Found { path, meta });
     }
     Ok(())
 }
