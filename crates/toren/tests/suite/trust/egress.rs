@@ -16,14 +16,17 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
+use serde_json::Value;
 
 use super::harness::{self, Call, bash_for};
 use super::{Backend, report};
+use crate::suite::common::{Toren, text};
 
 /// The allowed host's address inside the test's namespace.
 const PUBLIC: &str = "203.0.113.7";
@@ -210,6 +213,169 @@ fn probes(port: u16, closed: u16) -> Vec<(&'static str, Call, String)> {
     ]
 }
 
+/// The `host_approval_requested` events of `run`.
+fn host_requests(toren: &Toren, run: &str) -> Vec<Value> {
+    toren
+        .events(run)
+        .into_iter()
+        .filter(|e| e["type"] == "host_approval_requested")
+        .collect()
+}
+
+/// Waits until `run` asks about `host` (a `toren run` child that exits first explains why).
+fn wait_for_host(toren: &Toren, child: &mut Child, run: &str, host: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(request) = host_requests(toren, run)
+            .into_iter()
+            .find(|e| e["host"] == host)
+        {
+            return request;
+        }
+        if let Some(exit) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            panic!("toren exited ({exit}) before asking about {host}: {stderr}");
+        }
+        assert!(Instant::now() < deadline, "{host} was never asked about");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn decide(toren: &Toren, verb: &str, run: &str, host: &str) {
+    let out = toren.run(&[verb, run, &format!("host:{host}")]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{verb} host:{host}: {}",
+        text(&out.stderr)
+    );
+}
+
+/// `network: {allow: [...], ask: true}`: a connection to an unlisted host waits for a
+/// person; `toren approve RUN host:NAME` from another process lets it through (and later
+/// connections to that host in the run are not asked about again), `toren deny` refuses it
+/// with the proxy's reason, and a run killed while a host waits keeps its requests and
+/// decisions when resumed: the decision made meanwhile holds and nothing is asked twice.
+fn ask(backend: &Backend, hosts: &str, port: u16) -> usize {
+    let hosts = format!("{hosts},asked.test={PUBLIC},denied.test={PUBLIC},resumed.test={PUBLIC}");
+    let toren = harness::toren_for(backend).env("TOREN_TEST_EGRESS_HOSTS", &hosts);
+    let curl = |host: &str, path: &str| {
+        format!("curl -sS -w ' status=%{{http_code}}' http://{host}:{port}/{path}")
+    };
+    let first = format!(
+        "{}; echo; {}",
+        curl("asked.test", "asked-first"),
+        curl("asked.test", "asked-again")
+    );
+    let calls = vec![
+        bash_for(&format!("{first} 2>&1"), 60),
+        bash_for(&format!("{} 2>&1", curl("denied.test", "denied")), 60),
+        bash_for(
+            &format!("{} 2>&1", curl("resumed.test", "asked-resumed")),
+            60,
+        ),
+    ];
+    harness::agent(
+        &toren,
+        "asking",
+        "  approval: never\n  network: {allow: [allowed.test], ask: true}\n",
+        &[calls],
+    );
+    let mut child = toren.spawn(&["run", "asking", "--input", "probe"]);
+    let mut count = 0;
+
+    // The first connection waits, and the log says for which host and which command.
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    let request = wait_for_host(&toren, &mut child, &run, "asked.test");
+    assert_eq!(request["port"], port, "{request}");
+    assert_eq!(request["call_id"], "call_1", "{request}");
+    assert!(
+        request["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("asked-first")),
+        "{request}"
+    );
+    assert!(!has_result(&toren, &run, "call_1"), "the call went on");
+    count += 1;
+
+    // Approved from another process: both connections of the call reach the host, the
+    // second without a new request.
+    decide(&toren, "approve", &run, "asked.test");
+
+    // Denied: the command sees the proxy's 403 and its reason.
+    wait_for_host(&toren, &mut child, &run, "denied.test");
+    decide(&toren, "deny", &run, "denied.test");
+
+    // Killed while a host waits; decided while no toren runs; resumed.
+    let request = wait_for_host(&toren, &mut child, &run, "resumed.test");
+    assert_eq!(request["call_id"], "call_3", "{request}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    decide(&toren, "approve", &run, "resumed.test");
+    let out = toren.run(&["resume", &run]);
+    assert_eq!(out.status.code(), Some(0), "resume: {}", text(&out.stderr));
+    let ran = harness::Ran::collect(&toren, out);
+
+    let first = ran.result(0);
+    assert!(!first.is_error, "{first:?}");
+    assert_eq!(
+        shown(&first.output),
+        format!("{GREETING}\n status=200\n{GREETING}\n status=200"),
+        "approved host"
+    );
+    count += 2;
+    let denied = ran.result(1);
+    assert!(
+        denied.output.contains("a human denied this host") && denied.output.contains("status=403"),
+        "denied host: {denied:?}"
+    );
+    count += 1;
+    // The interrupted call runs again (the default `on_interrupt: rerun`), and the host
+    // approved while no toren ran is let through without a new request.
+    let resumed = ran.result(2);
+    let rerun = shown(&resumed.output);
+    assert!(
+        rerun.contains("has been run again")
+            && rerun.ends_with(&format!("\n{GREETING}\n status=200")),
+        "host approved while the run was down: {resumed:?}"
+    );
+    let mut asked: Vec<String> = host_requests(&toren, &run)
+        .iter()
+        .map(|e| e["host"].as_str().unwrap().to_owned())
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        ["asked.test", "denied.test", "resumed.test"],
+        "one request per host, none again after the resume"
+    );
+    let decided = ran
+        .events
+        .iter()
+        .filter(|e| e["type"] == "approval_decided")
+        .count();
+    assert_eq!(decided, 3, "{}", ran.log_text());
+    assert_eq!(toren.show(&run)["status"], "completed");
+    count += 2;
+    count
+}
+
+/// A bash result's output without the exit code line the tool adds.
+fn shown(output: &str) -> &str {
+    output
+        .trim_end()
+        .trim_end_matches("[exit code: 0]")
+        .trim_end()
+}
+
+fn has_result(toren: &Toren, run: &str, call: &str) -> bool {
+    toren
+        .events(run)
+        .iter()
+        .any(|e| e["type"] == "tool_completed" && e["call_id"] == call)
+}
+
 /// The network-policy section, in a network namespace of its own (see the module doc).
 pub(crate) fn suite(backend: &'static Backend) {
     let outcome = std::thread::spawn(move || {
@@ -271,10 +437,27 @@ fn in_namespace(backend: &Backend) {
     assert_eq!(refused_hits.load(Ordering::SeqCst), 0, "nothing connected");
     count += 2;
 
-    // ASK (egress-ask): `network: {allow: [...], ask: true}` — the first connection to an
-    // unlisted host waits, `toren approve` from another process allows it, the command
-    // continues and reaches the host; belongs here once the worker's approver is wired in
-    // (`SandboxBackend::open_with`, see /tmp/prompts/egress-seam.md).
+    count += ask(backend, &hosts, server.port);
+    // Each asked host's request reached the server once it was approved, and only then.
+    let asked: Vec<String> = server
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.contains("/asked"))
+        .cloned()
+        .collect();
+    let mut asked_sorted = asked.clone();
+    asked_sorted.sort();
+    assert_eq!(
+        asked_sorted,
+        [
+            "GET /asked-again HTTP/1.1",
+            "GET /asked-first HTTP/1.1",
+            "GET /asked-resumed HTTP/1.1"
+        ],
+        "only approved connections reached the host"
+    );
 
     report(backend, "network policy", count);
 }
