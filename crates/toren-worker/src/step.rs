@@ -293,8 +293,7 @@ impl Worker {
         }
         // The file it handed to the person, if any, is journaled with its result.
         // What the command printed, with granted and injected values replaced.
-        let output =
-            self.redact_output(state.policy.as_ref(), outcome.output, outcome.truncated);
+        let output = self.redact_output(state.policy.as_ref(), outcome.output, outcome.truncated);
         let result = toren_agent::Action::completed(
             &call.id,
             note,
