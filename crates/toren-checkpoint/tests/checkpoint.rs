@@ -306,3 +306,52 @@ fn a_checkpoint_killed_at_any_point_leaves_a_consistent_store() -> TestResult {
     }
     Ok(())
 }
+
+/// The walk lists directories on several threads and the latest manifest is reused from
+/// memory: the manifest still names every path once, sorted, and a checkpoint after a
+/// change made between two calls (in a tree wide and deep enough for the threads to share
+/// it) reads exactly the changed file and records its new content.
+#[test]
+fn a_wide_tree_is_walked_whole_and_the_remembered_manifest_is_the_file() -> TestResult {
+    let (_dir, ws, store) = setup()?;
+    let mut expected = Vec::new();
+    for d in 0..40 {
+        let sub = format!("d{d}/e{}", d % 3);
+        fs::create_dir_all(ws.join(&sub))?;
+        expected.push(format!("d{d}"));
+        expected.push(sub.clone());
+        for f in 0..5 {
+            let path = format!("{sub}/f{f}");
+            fs::write(ws.join(&path), format!("{d} {f}"))?;
+            expected.push(path);
+        }
+    }
+    expected.sort();
+    let first = store.checkpoint(&ws, &Exclude::default())?;
+    let paths = |id: &str| -> Result<Vec<String>, toren_checkpoint::Error> {
+        Ok(store
+            .manifest(id)?
+            .entries
+            .into_iter()
+            .map(|e| e.path)
+            .collect())
+    };
+    assert_eq!(paths(&first.id)?, expected);
+    fs::write(ws.join("d17/e2/f3"), "changed")?;
+    let second = store.checkpoint(&ws, &Exclude::default())?;
+    assert_eq!(second.stats.hashed, 1);
+    assert_ne!(second.id, first.id);
+    assert_eq!(paths(&second.id)?, expected);
+    // Nothing changed: the same checkpoint, decided against the remembered manifest.
+    let third = store.checkpoint(&ws, &Exclude::default())?;
+    assert_eq!(
+        (third.id.as_str(), third.stats.hashed),
+        (second.id.as_str(), 0)
+    );
+    fs::write(ws.join("d17/e2/f3"), "fs")?;
+    let fourth = store.checkpoint(&ws, &Exclude::default())?;
+    store.restore(&second.id, &ws, &Exclude::default())?;
+    assert_eq!(fs::read(ws.join("d17/e2/f3"))?, b"changed");
+    assert_eq!(fourth.stats.hashed, 1);
+    Ok(())
+}
