@@ -134,8 +134,9 @@ fn a_value_in_the_models_answer_is_redacted_in_the_stream_the_journal_and_the_ne
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let shown = format!("{stdout}{stderr}");
     assert!(!shown.contains(VALUE), "shown:\n{shown}");
-    assert!(shown.contains("I was told [redacted:MY_TOKEN]."), "{shown}");
-    assert!(shown.contains("done with [redacted:MY_TOKEN]"), "{shown}");
+    // Log lines (trace) may come between two deltas on stderr, so only the marker, which
+    // one delta carries whole, is looked for here; the texts are checked in the journal.
+    assert!(shown.matches("[redacted:MY_TOKEN]").count() >= 2, "{shown}");
 
     let run = toren.newest_run().unwrap();
     let events = toren.events(&run);
