@@ -97,12 +97,7 @@ fn a_token_budget_pauses_before_the_next_model_call_and_a_raise_resumes_it() {
     let paused = fold(kinds.clone());
     assert_eq!(paused.status, RunStatus::AwaitingBudget);
     assert_eq!(paused.budget_reached(), Some(&reached));
-    assert_eq!(
-        paused.next_action(),
-        Action::AwaitBudget {
-            reached: reached.clone()
-        }
-    );
+    assert_eq!(paused.next_action(), Action::AwaitBudget { reached });
 
     // Raised by too little: it pauses again, with the new limit.
     kinds.push(raised(50));
