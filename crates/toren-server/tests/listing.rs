@@ -131,7 +131,7 @@ async fn bad_listing_parameters_are_400_problems() {
     for (path, says) in [
         (
             "/runs?status=done".to_owned(),
-            "queued, running, awaiting_approval, completed, failed, cancelled",
+            "queued, running, awaiting_approval, awaiting_budget, completed, failed, cancelled",
         ),
         (
             "/runs?status=completed,finished".to_owned(),

@@ -152,6 +152,7 @@ fn statuses(
         ("queued", queued),
         ("running", running),
         ("awaiting_approval", awaiting),
+        ("awaiting_budget", 0.0),
         ("completed", completed),
         ("failed", 0.0),
         ("cancelled", 0.0),

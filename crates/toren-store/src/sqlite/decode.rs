@@ -106,6 +106,11 @@ fn kind<'de, A: MapAccess<'de>>(tag: &str, map: A) -> Result<Option<EventKind>, 
         "message_delivered" => EventKind::MessageDelivered(Deserialize::deserialize(map)?),
         "budget_reached" => EventKind::BudgetReached(Deserialize::deserialize(map)?),
         "budget_raised" => EventKind::BudgetRaised(Deserialize::deserialize(map)?),
+        "host_approval_requested" => {
+            EventKind::HostApprovalRequested(Deserialize::deserialize(map)?)
+        }
+        "egress_connections" => EventKind::EgressConnections(Deserialize::deserialize(map)?),
+        "rewound" => EventKind::Rewound(Deserialize::deserialize(map)?),
         _ => return Ok(None),
     }))
 }
