@@ -92,8 +92,11 @@ impl SpendingBody {
     request_body = RaiseBudget,
     responses(
         (status = 202, description = "The run, raised and claimable again", body = RunBody),
+        (status = 400, description = "The body is not JSON"),
         (status = 404, description = "No such run"),
         (status = 409, description = "The run is not paused at its budget, or has ended"),
+        (status = 413, description = "The body is over the size limit (1 MiB)"),
+        (status = 415, description = "The body is not `application/json`"),
         (status = 422, description = "Nothing to raise, an amount that is not one, or a limit the run does not have"),
     )
 )]

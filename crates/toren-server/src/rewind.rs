@@ -46,9 +46,12 @@ pub(crate) struct RewindBody {
     request_body = RewindRequest,
     responses(
         (status = 200, description = "The run is back at the step", body = RewindBody),
-        (status = 400, description = "The body is not a rewind request"),
+        (status = 400, description = "The body is not JSON"),
         (status = 404, description = "No such run"),
         (status = 409, description = "The run is driven by a live process, has ended, or cannot go back to that step"),
+        (status = 413, description = "The body is over the size limit (1 MiB)"),
+        (status = 415, description = "The body is not `application/json`"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type (`to` is a whole number of at least 1)"),
     )
 )]
 pub(crate) async fn rewind(
