@@ -84,9 +84,28 @@ impl E2bBackend {
         policy: &ResolvedPolicy,
         env: Vec<(String, String)>,
     ) -> Result<Arc<dyn Sandbox>> {
+        self.open_with_secrets(run, policy, env, &[]).await
+    }
+
+    /// [`open`](Self::open) with the values of the secrets a host list injects
+    /// (`sandbox.secrets`): they go into the create request's transform rules, to E2B's
+    /// control plane only.
+    pub async fn open_with_secrets(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+        secrets: &[(String, String)],
+    ) -> Result<Arc<dyn Sandbox>> {
         for (name, value) in &env {
             check_env(name, value)?;
         }
+        // A host list is E2B's own allow-list; what E2B cannot keep (`ask`) is refused
+        // before any sandbox exists, never widened.
+        let network = toren_sandbox::egress::proxied(policy)
+            .map(|egress| crate::network::create_network(egress, secrets))
+            .transpose()
+            .map_err(|why| Error::NetworkPolicy { why })?;
         let key = policy
             .sandbox_key
             .clone()
@@ -112,6 +131,7 @@ impl E2bBackend {
                 .clone()
                 .unwrap_or_else(|| self.settings.default_template.clone()),
             internet: policy.network,
+            network,
             lifetime: self.settings.lifetime,
             env: toren_sandbox::sandbox_env(&env),
         };
@@ -201,6 +221,20 @@ impl SandboxBackend for E2bBackend {
         env: Vec<(String, String)>,
     ) -> toren_sandbox::Result<Arc<dyn Sandbox>> {
         Ok(E2bBackend::open(self, run, policy, env).await?)
+    }
+
+    /// The hooks' secrets go into E2B's transform rules; the approver and recorder are
+    /// not used: E2B's firewall asks nobody and reports no connections.
+    async fn open_with(
+        &self,
+        run: &RunId,
+        policy: &ResolvedPolicy,
+        env: Vec<(String, String)>,
+        egress: toren_sandbox::EgressHooks,
+    ) -> toren_sandbox::Result<Arc<dyn Sandbox>> {
+        Ok(self
+            .open_with_secrets(run, policy, env, &egress.secrets)
+            .await?)
     }
 
     async fn finish(&self, run: &RunId) -> toren_sandbox::Result<()> {

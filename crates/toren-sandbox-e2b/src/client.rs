@@ -82,12 +82,42 @@ impl std::fmt::Debug for SandboxInfo {
 }
 
 /// What a create asks for.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CreateRequest {
     pub template: String,
     pub timeout: Duration,
     pub internet: bool,
     pub metadata: BTreeMap<String, String>,
+    /// The `network` object of a host list (`crate::network::create_network`); it may hold
+    /// injected secrets' values, so it is never logged.
+    pub network: Option<Value>,
+}
+
+impl std::fmt::Debug for CreateRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateRequest")
+            .field("template", &self.template)
+            .field("timeout", &self.timeout)
+            .field("internet", &self.internet)
+            .field("metadata", &self.metadata)
+            .field("network", &self.network.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+/// The body of `POST /sandboxes` for `req`: always secure, with an explicit lifetime.
+pub fn create_body(req: &CreateRequest) -> Value {
+    let mut body = json!({
+        "templateID": req.template,
+        "timeout": seconds(req.timeout),
+        "secure": true,
+        "allow_internet_access": req.internet,
+        "metadata": req.metadata,
+    });
+    if let Some(network) = &req.network {
+        body["network"] = network.clone();
+    }
+    body
 }
 
 /// The HTTP client.
@@ -190,14 +220,9 @@ impl Client {
 
     /// `POST /sandboxes` (secure, with an explicit lifetime).
     pub async fn create(&self, req: &CreateRequest) -> Result<SandboxInfo> {
-        let body = json!({
-            "templateID": req.template,
-            "timeout": seconds(req.timeout),
-            "secure": true,
-            "allow_internet_access": req.internet,
-            "metadata": req.metadata,
-        });
-        let request = self.control(Method::POST, "/sandboxes").json(&body);
+        let request = self
+            .control(Method::POST, "/sandboxes")
+            .json(&create_body(req));
         match self.send("create a sandbox", request, None).await {
             Ok((_, body)) => decode(&body, "create"),
             Err(Error::Api {

@@ -69,6 +69,10 @@ pub enum Error {
     #[error("envd in sandbox `{id}` {why}")]
     Protocol { id: String, why: String },
 
+    /// The agent's host list cannot be kept by E2B's firewall as it stands (`network`).
+    #[error("E2B cannot keep this agent's network policy: {why}")]
+    NetworkPolicy { why: String },
+
     /// The workspace, a variable that cannot be passed, or a path the file tools refuse.
     #[error(transparent)]
     Sandbox(#[from] toren_sandbox::Error),
@@ -89,6 +93,7 @@ impl Error {
             | Self::UnknownTemplate { .. }
             | Self::Gone { .. }
             | Self::Protocol { .. }
+            | Self::NetworkPolicy { .. }
             | Self::Sandbox(_) => false,
         }
     }

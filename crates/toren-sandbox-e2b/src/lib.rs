@@ -5,7 +5,9 @@
 //! (`toren_key`, `toren_instance`) and connects to the one found — the sandbox a dead
 //! worker left running, or a finished turn left paused (`connect` resumes it) — else
 //! creates one (`templateID` from `sandbox.image`, default [`DEFAULT_TEMPLATE`];
-//! `secure: true`; `allow_internet_access` from `network`; metadata naming the run, the
+//! `secure: true`; `allow_internet_access` from `network`, and for a host list E2B's own
+//! allow-list and header rules (`network`: `allowOut`, `denyOut: ["0.0.0.0/0"]`, a rule
+//! per host an injected secret is for; `ask` refused); metadata naming the run, the
 //! key, the instance and the host workspace; an explicit lifetime, refreshed every third
 //! of it while a process holds the sandbox). Its id is what `sandbox_provisioned` records.
 //! A sandbox found gone (404, 502) is replaced by a new one, and the next command's
@@ -30,12 +32,14 @@ mod backend;
 mod client;
 mod error;
 mod files;
+mod network;
 mod process;
 mod reaper;
 mod sandbox;
 
 pub use backend::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings};
-pub use client::{Client, CreateRequest, ENVD_PORT, Endpoints, SandboxInfo};
+pub use client::{Client, CreateRequest, ENVD_PORT, Endpoints, SandboxInfo, create_body};
 pub use error::{Error, Result, check_key};
+pub use network::{ALL_TRAFFIC, create_network};
 pub use reaper::{ORPHAN_AGE, ReapReason, RunLiveness, TorenSandbox, plan_reap};
 pub use sandbox::{META_INSTANCE, META_KEY, META_RUN, META_WORKSPACE};

@@ -38,6 +38,9 @@ pub(crate) struct Setup {
     pub(crate) instance: String,
     pub(crate) template: String,
     pub(crate) internet: bool,
+    /// The create request's `network` for a host list (secrets' values included: never
+    /// logged).
+    pub(crate) network: Option<serde_json::Value>,
     pub(crate) lifetime: Duration,
     /// The commands' whole environment, granted values included: never logged.
     pub(crate) env: Vec<(String, String)>,
@@ -141,6 +144,7 @@ impl E2bSandbox {
                     timeout: s.lifetime,
                     internet: s.internet,
                     metadata: self.metadata(),
+                    network: s.network.clone(),
                 };
                 s.client
                     .retrying("create a sandbox", || s.client.create(&request))

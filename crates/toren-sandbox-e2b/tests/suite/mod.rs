@@ -1,3 +1,4 @@
 mod backend;
 mod files;
+mod network;
 mod support;
