@@ -4,16 +4,16 @@
 //!
 //! The CA is made in memory when the run's proxy starts and its private key never leaves
 //! the proxy's process: only its certificate goes to the sandbox, in a bundle beside the
-//! system's roots ([`RunCa::bundle`]). It is name-constrained to the intercepted hosts, so
-//! even a leaked key could not vouch for any other name to a client that checks
-//! constraints, and it is valid for a bounded time (30 days: a run's proxy is started
+//! system's roots ([`RunCa::bundle`]). It is name-constrained to the intercepted hosts, and
+//! every IPv4 and IPv6 address is excluded, so even a leaked key could not vouch for any
+//! other name or for an address to a client that checks constraints, and it is valid for a bounded time (30 days: a run's proxy is started
 //! again, with a new CA, by every process that drives it).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
+    BasicConstraints, CertificateParams, CertifiedIssuer, CidrSubnet, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, GeneralSubtree, IsCa, KeyPair, KeyUsagePurpose, NameConstraints,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -40,7 +40,10 @@ impl std::fmt::Debug for RunCa {
 }
 
 impl RunCa {
-    /// A new CA that may sign for exactly `hosts` (lower-case names).
+    /// A new CA that may sign for exactly `hosts` (lower-case names) and for no IP
+    /// address: permitted DNS subtrees alone leave addresses unconstrained (RFC 5280
+    /// 4.2.1.10 applies a constraint only to names of its own type), so all of IPv4
+    /// (`0.0.0.0/0`) and IPv6 (`::/0`) is excluded.
     pub fn generate(hosts: &[String]) -> Result<Self, Error> {
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(Error::tls)?;
         let mut name = DistinguishedName::new();
@@ -54,7 +57,10 @@ impl RunCa {
                 .iter()
                 .map(|host| GeneralSubtree::DnsName(host.clone()))
                 .collect(),
-            excluded_subtrees: Vec::new(),
+            excluded_subtrees: vec![
+                GeneralSubtree::IpAddress(CidrSubnet::V4([0; 4], [0; 4])),
+                GeneralSubtree::IpAddress(CidrSubnet::V6([0; 16], [0; 16])),
+            ],
         });
         validity(&mut params);
         let key = KeyPair::generate().map_err(Error::tls)?;
@@ -82,6 +88,23 @@ impl RunCa {
 
     /// A server configuration presenting a fresh leaf certificate for `host` (HTTP/1.1).
     pub(crate) fn server_config(&self, host: &str) -> Result<Arc<ServerConfig>, Error> {
+        let (chain, key) = self.leaf(host)?;
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(Error::tls)?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(Error::tls)?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    /// A fresh leaf certificate for `host` signed by this CA (the chain, leaf first) and
+    /// its key.
+    fn leaf(
+        &self,
+        host: &str,
+    ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), Error> {
         let mut params = CertificateParams::new(vec![host.to_owned()]).map_err(Error::tls)?;
         params.distinguished_name = DistinguishedName::new();
         params.distinguished_name.push(DnType::CommonName, host);
@@ -93,14 +116,7 @@ impl RunCa {
         let cert = params.signed_by(&key, &self.issuer).map_err(Error::tls)?;
         let chain = vec![cert.der().clone(), self.issuer.der().clone()];
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let mut config = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(Error::tls)?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(Error::tls)?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Ok(Arc::new(config))
+        Ok((chain, key))
     }
 }
 
@@ -165,3 +181,7 @@ fn certs_from_pem(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, Error> {
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
+
+#[cfg(test)]
+#[path = "tls_tests.rs"]
+mod tests;
