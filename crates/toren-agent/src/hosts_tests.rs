@@ -86,6 +86,32 @@ fn a_host_asked_about_mid_call_waits_and_the_call_still_awaits_its_result() {
 }
 
 #[test]
+fn a_host_decision_leaves_the_run_waiting_on_what_else_is_open() {
+    // Two hosts of one command: the run waits until both are decided.
+    let mut kinds = running();
+    kinds.extend([asked("a.org"), asked("b.org"), decided("host:b.org", false)]);
+    assert_eq!(state(kinds.clone()).status, RunStatus::AwaitingApproval);
+    kinds.push(decided("host:a.org", true));
+    assert_eq!(state(kinds).status, RunStatus::Running);
+
+    // Killed while a.org waited; the re-run asks first (`on_interrupt: ask`). The host's
+    // decision leaves the run waiting on the call's, as the stores keep its status.
+    let mut kinds = running();
+    kinds.extend([
+        asked("a.org"),
+        EventKind::ApprovalRequested(crate::state::tests::request(
+            &call("c1", "bash"),
+            "pip install x",
+            2,
+        )),
+        decided("host:a.org", true),
+    ]);
+    assert_eq!(state(kinds.clone()).status, RunStatus::AwaitingApproval);
+    kinds.push(decided("c1", true));
+    assert_eq!(state(kinds).status, RunStatus::Running);
+}
+
+#[test]
 fn decisions_survive_a_fresh_fold_and_a_denied_host_stays_denied() {
     let mut kinds = running();
     kinds.extend([

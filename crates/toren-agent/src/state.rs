@@ -95,6 +95,8 @@ pub struct RunState {
     pub(crate) hosts: crate::hosts::HostApprovals,
     /// Its budget: the limits in force, a pause, the active time (`budget`).
     pub(crate) budget: crate::budget::BudgetFold,
+    /// The approval requests the run's current wait still has open.
+    pub(crate) waiting: toren_protocol::Waiting,
 }
 
 impl RunState {
@@ -146,6 +148,7 @@ impl RunState {
             usage: toren_protocol::Usage::default(),
             line: crate::rewind::Line::default(),
             hosts: crate::hosts::HostApprovals::default(),
+            waiting: toren_protocol::Waiting::default(),
             budget: crate::budget::BudgetFold::new(
                 created.agent.budget.map(|b| b.limits).unwrap_or_default(),
                 first.at,
@@ -310,9 +313,9 @@ impl RunState {
                 });
             }
         }
-        if let Some(status) = event.kind.status_after() {
-            self.status = status;
-        }
+        // A decision frees the run only when nothing else it waits on is open (the rule
+        // the stores keep the status column by).
+        self.status = self.waiting.status_after(&event.kind, self.status);
         self.last_seq = event.seq;
         crate::rewind::mark(self);
         Ok(())

@@ -112,13 +112,17 @@ impl EventKind {
         }
     }
 
-    /// The run status after this event, or `None` if the event leaves it unchanged.
+    /// The run status after this event, or `None` if the event leaves it unchanged. A
+    /// decision's is the status when it answers the run's only open request; with more
+    /// than one open, [`Waiting::status_after`](crate::Waiting::status_after) is the rule
+    /// (stores and the fold use it).
     pub fn status_after(&self) -> Option<RunStatus> {
         match self {
             // Created, nothing done yet: it waits for a worker.
             Self::RunCreated(_) => Some(RunStatus::Queued),
             // A host request too: the command that connected is held until a person
-            // answers (the driver keeps its lease; a decision makes the run `running`).
+            // answers (the driver keeps its lease; the last open request's decision makes
+            // the run `running`).
             Self::ApprovalRequested(_) | Self::HostApprovalRequested(_) => {
                 Some(RunStatus::AwaitingApproval)
             }

@@ -18,6 +18,7 @@ mod rewind;
 mod secrets;
 mod status;
 mod tool_args;
+mod waiting;
 
 pub use agent::CheckpointPolicy;
 pub use agent::{
@@ -45,3 +46,4 @@ pub use rewind::Rewound;
 pub use secrets::{SECRET_PLACEHOLDER, SecretRule};
 pub use status::{RunStatus, UnknownStatus};
 pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};
+pub use waiting::Waiting;

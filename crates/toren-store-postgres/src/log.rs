@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use sqlx::PgConnection;
 use toren_protocol::{
-    ApprovalDecided, EVENT_FORMAT_VERSION, Event, EventKind, RunCancelled, RunCreated, RunId,
-    RunStatus,
+    ApprovalDecided, BudgetRaised, EVENT_FORMAT_VERSION, Event, EventKind, RunCancelled,
+    RunCreated, RunId, RunStatus, Waiting,
 };
 use toren_store::backend::{self, Sequence, check_decision, first_lease};
 use toren_store::{
@@ -74,15 +74,9 @@ impl EventLog for PostgresStore {
                 if kinds.is_empty() {
                     return Ok(Vec::new());
                 }
-                let events = write_events(
-                    &mut tx,
-                    run_id,
-                    self.clock.now(),
-                    state.last_seq,
-                    state.status,
-                    kinds,
-                )
-                .await?;
+                let sequence =
+                    Sequence::new(run_id, self.clock.now(), state.last_seq, state.status);
+                let events = write_events(&mut tx, sequence, kinds).await?;
                 Ok(events)
             }
             .await;
@@ -128,94 +122,18 @@ impl EventLog for PostgresStore {
     }
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
-        self.bounded(async {
-            let mut tx = self.begin().await?;
-            let result: Result<_> = async {
-                let state = lock_run(&mut tx, run_id).await?;
-                let rows = sqlx::query_as::<_, (i64, String)>(
-                    "SELECT seq, payload FROM events
-                 WHERE run_id = $1 AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided')
-                 ORDER BY seq",
-                )
-                .bind(run_id.as_str())
-                .fetch_all(&mut *tx)
-                .await?;
-                let earlier = rows
-                    .iter()
-                    .map(|(seq, payload)| decode_event(run_id.as_str(), *seq, payload));
-                check_decision(run_id, &decision, earlier)?;
-                state.refuse_if_ended(run_id)?;
-                let mut events = write_events(
-                    &mut tx,
-                    run_id,
-                    self.clock.now(),
-                    state.last_seq,
-                    state.status,
-                    vec![EventKind::ApprovalDecided(decision)],
-                )
-                .await?;
-                events.pop().ok_or_else(|| unwritten(run_id))
-            }
-            .await;
-            finish(tx, result).await
-        })
-        .await
+        self.bounded(self.write_unleased(run_id, EventKind::ApprovalDecided(decision)))
+            .await
     }
 
     async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
-        self.bounded(async {
-            let mut tx = self.begin().await?;
-            let result: Result<_> = async {
-                let state = lock_run(&mut tx, run_id).await?;
-                state.refuse_if_ended(run_id)?;
-                let mut events = write_events(
-                    &mut tx,
-                    run_id,
-                    self.clock.now(),
-                    state.last_seq,
-                    state.status,
-                    vec![EventKind::RunCancelled(cancelled)],
-                )
-                .await?;
-                events.pop().ok_or_else(|| unwritten(run_id))
-            }
-            .await;
-            finish(tx, result).await
-        })
-        .await
+        self.bounded(self.write_unleased(run_id, EventKind::RunCancelled(cancelled)))
+            .await
     }
 
-    async fn raise_budget(
-        &self,
-        run_id: &RunId,
-        raised: toren_protocol::BudgetRaised,
-    ) -> Result<Event> {
-        self.bounded(async {
-            let mut tx = self.begin().await?;
-            let result: Result<_> = async {
-                let state = lock_run(&mut tx, run_id).await?;
-                state.refuse_if_ended(run_id)?;
-                if state.status != RunStatus::AwaitingBudget {
-                    return Err(Error::NotAwaitingBudget {
-                        run_id: run_id.clone(),
-                        status: state.status,
-                    });
-                }
-                let mut events = write_events(
-                    &mut tx,
-                    run_id,
-                    self.clock.now(),
-                    state.last_seq,
-                    state.status,
-                    vec![EventKind::BudgetRaised(raised)],
-                )
-                .await?;
-                events.pop().ok_or_else(|| unwritten(run_id))
-            }
-            .await;
-            finish(tx, result).await
-        })
-        .await
+    async fn raise_budget(&self, run_id: &RunId, raised: BudgetRaised) -> Result<Event> {
+        self.bounded(self.write_unleased(run_id, EventKind::BudgetRaised(raised)))
+            .await
     }
 
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
@@ -304,6 +222,30 @@ impl PostgresStore {
             .decode()
     }
 
+    /// Writes one event that needs no lease (a decision, a cancellation, a raised budget)
+    /// in its own transaction, the run's row locked: a decision is checked against the log
+    /// first (`check_decision`, which also says what else the run waits on), then the
+    /// row (`RunState::check_unleased`).
+    async fn write_unleased(&self, run_id: &RunId, kind: EventKind) -> Result<Event> {
+        let mut tx = self.begin().await?;
+        let result: Result<_> = async {
+            let state = lock_run(&mut tx, run_id).await?;
+            let waiting = match &kind {
+                EventKind::ApprovalDecided(decision) => {
+                    decidable(&mut tx, run_id, decision).await?
+                }
+                _ => Waiting::default(),
+            };
+            state.check_unleased(run_id, &kind)?;
+            let sequence = Sequence::new(run_id, self.clock.now(), state.last_seq, state.status)
+                .waiting_on(waiting);
+            let mut events = write_events(&mut tx, sequence, vec![kind]).await?;
+            events.pop().ok_or_else(|| unwritten(run_id))
+        }
+        .await;
+        finish(tx, result).await
+    }
+
     /// Acquires the run's lease; a live lease of `dead_holder` (if given) is overridden.
     async fn lease_run(
         &self,
@@ -322,6 +264,43 @@ impl PostgresStore {
         .await;
         finish(tx, result).await
     }
+}
+
+/// Whether `decision` may be recorded (`check_decision`, against the run's requests and
+/// decisions read inside `tx`), and the open requests of the run's current wait.
+async fn decidable(
+    tx: &mut PgConnection,
+    run_id: &RunId,
+    decision: &ApprovalDecided,
+) -> Result<Waiting> {
+    let rows = sqlx::query_as::<_, (i64, String)>(
+        "SELECT seq, payload FROM events
+         WHERE run_id = $1 AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided')
+         ORDER BY seq",
+    )
+    .bind(run_id.as_str())
+    .fetch_all(&mut *tx)
+    .await?;
+    // The current wait began after the last event that is no request, decision or
+    // connection record.
+    let wait_began = sqlx::query_scalar::<_, i64>(
+        "SELECT seq FROM events WHERE run_id = $1 AND kind <> ALL($2)
+         ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(run_id.as_str())
+    .bind(&Waiting::KINDS[..])
+    .fetch_optional(&mut *tx)
+    .await?
+    .unwrap_or(0);
+    let earlier = rows
+        .iter()
+        .map(|(seq, payload)| decode_event(run_id.as_str(), *seq, payload));
+    check_decision(
+        run_id,
+        decision,
+        earlier,
+        u64::try_from(wait_began).unwrap_or(0),
+    )
 }
 
 /// A batch that returned no event although it was given one: cannot happen, but an error
@@ -381,31 +360,21 @@ async fn insert_run_row(
     if inserted.rows_affected() == 0 {
         return Err(Error::RunExists(run_id.clone()));
     }
-    let mut events = write_events(
-        tx,
-        run_id,
-        now,
-        0,
-        RunStatus::Queued,
-        vec![EventKind::RunCreated(created)],
-    )
-    .await?;
+    let sequence = Sequence::new(run_id, now, 0, RunStatus::Queued);
+    let mut events = write_events(tx, sequence, vec![EventKind::RunCreated(created)]).await?;
     events.pop().ok_or_else(|| unwritten(run_id))
 }
 
-/// Writes `kinds` after `last_seq` of a run in `status`, stamped `at`, brings the run's
-/// row in step (status, `updated_at`, `last_seq`; an ended run's lease released) and
+/// Writes `kinds` as `sequence` numbers and stamps them (after the run's last seq, in its
+/// status), brings the run's row in step (status, `updated_at`, `last_seq`; an ended run's lease released) and
 /// queues the notice that the run moved, all in one statement. A batch that goes on after its own terminal event is
 /// [`Error::RunEnded`] and writes nothing.
 async fn write_events(
     tx: &mut PgConnection,
-    run_id: &RunId,
-    at: Timestamp,
-    last_seq: u64,
-    status: RunStatus,
+    mut sequence: Sequence,
     kinds: Vec<EventKind>,
 ) -> Result<Vec<Event>> {
-    let mut sequence = Sequence::new(run_id, at, last_seq, status);
+    let (run_id, at) = (sequence.run_id().clone(), sequence.at());
     let mut events = Vec::with_capacity(kinds.len());
     let (mut seqs, mut names, mut payloads) = (Vec::new(), Vec::new(), Vec::new());
     for kind in kinds {

@@ -24,6 +24,7 @@ mod fixtures;
 mod leases;
 mod queries;
 mod sessions;
+mod waiting;
 mod workers;
 
 use std::sync::Arc;
@@ -80,6 +81,10 @@ pub use sessions::{
     the_conversation_is_recorded_once_per_turn_and_read_in_order, the_queue_is_first_in_first_out,
     turns_never_interleave_and_are_numbered_in_order,
 };
+pub use waiting::{
+    a_decision_leaves_the_run_waiting_while_another_request_is_open,
+    a_request_of_an_earlier_wait_holds_nothing,
+};
 pub use workers::workers_register_heartbeat_and_expire;
 
 /// Runs every check against `store`, one after another. The store must read `clock` (the
@@ -105,6 +110,8 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     a_held_run_is_cancelled_without_its_lease(s).await;
     ended_and_unknown_runs_are_not_cancelled(s).await;
     a_paused_run_is_raised_once_without_its_lease(s, clock).await;
+    a_decision_leaves_the_run_waiting_while_another_request_is_open(s, clock).await;
+    a_request_of_an_earlier_wait_holds_nothing(s, clock).await;
     leases_are_renewed_and_released(s, clock).await;
     a_live_lease_keeps_other_holders_out(s, clock).await;
     an_expired_lease_can_be_taken_over(s, clock).await;

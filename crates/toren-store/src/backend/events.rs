@@ -1,11 +1,16 @@
 //! Events being written to one run: [`Sequence`] numbers them after the run's last seq,
-//! stamps them with one time, encodes them and keeps the run's status in step, refusing
+//! stamps them with one time, encodes them and keeps the run's status in step (a decision
+//! leaves a run awaiting approval while another request is open: [`Waiting`]), refusing
 //! anything after a terminal event; [`check_decision`] is the rule of
-//! [`EventLog::decide_approval`](crate::EventLog::decide_approval).
+//! [`EventLog::decide_approval`](crate::EventLog::decide_approval) and
+//! [`RunState::check_unleased`] the rule of every write without a lease.
 
 use jiff::Timestamp;
-use toren_protocol::{ApprovalDecided, EVENT_FORMAT_VERSION, Event, EventKind, RunId, RunStatus};
+use toren_protocol::{
+    ApprovalDecided, EVENT_FORMAT_VERSION, Event, EventKind, RunId, RunStatus, Waiting,
+};
 
+use crate::backend::RunState;
 use crate::{Error, Result};
 
 /// The events of one write to one run, in order.
@@ -15,6 +20,8 @@ pub struct Sequence {
     at: Timestamp,
     last_seq: u64,
     status: RunStatus,
+    /// The open requests of the run's current wait, as far as this write knows them.
+    waiting: Waiting,
 }
 
 impl Sequence {
@@ -25,7 +32,16 @@ impl Sequence {
             at,
             last_seq,
             status,
+            waiting: Waiting::default(),
         }
+    }
+
+    /// The same write, to a run whose current wait has `waiting` open (what
+    /// [`check_decision`] found): a decision keeps the run `awaiting_approval` while
+    /// another of them is open. Without it a decision frees a waiting run.
+    pub fn waiting_on(mut self, waiting: Waiting) -> Self {
+        self.waiting = waiting;
+        self
     }
 
     /// The next event, of `kind`, and its payload (the event as JSON); [`Error::RunEnded`]
@@ -51,7 +67,7 @@ impl Sequence {
             source,
         })?;
         self.last_seq = seq;
-        self.status = event.kind.status_after().unwrap_or(self.status);
+        self.status = self.waiting.status_after(&event.kind, self.status);
         Ok((event, payload))
     }
 
@@ -80,20 +96,29 @@ impl Sequence {
     }
 }
 
-/// Whether `decision` may be recorded, given the run's `approval_requested` and
-/// `approval_decided` events in order (others are passed over): only the latest request for
-/// its call id counts (logs written before call ids were unique within a run may reuse an
-/// earlier turn's id), and that request must be undecided ([`Error::AlreadyDecided`],
-/// [`Error::NoPendingApproval`]).
+/// Whether `decision` may be recorded, given the run's `approval_requested`,
+/// `host_approval_requested` and `approval_decided` events in order (others are passed
+/// over): only the latest request for its call id counts (logs written before call ids
+/// were unique within a run may reuse an earlier turn's id), and that request must be
+/// undecided ([`Error::AlreadyDecided`], [`Error::NoPendingApproval`]). Returns the open
+/// requests of the run's current wait, which began after event `wait_began` (the run's
+/// last event of a kind not in [`Waiting::KINDS`]; 0 for none), for
+/// [`Sequence::waiting_on`].
 pub fn check_decision(
     run_id: &RunId,
     decision: &ApprovalDecided,
     earlier: impl IntoIterator<Item = Result<Event>>,
-) -> Result<()> {
+    wait_began: u64,
+) -> Result<Waiting> {
     let mut requested = false;
     let mut decided = None;
+    let mut waiting = Waiting::default();
     for event in earlier {
-        match event?.kind {
+        let event = event?;
+        if event.seq > wait_began {
+            waiting.fold(&event.kind);
+        }
+        match event.kind {
             EventKind::ApprovalDecided(earlier) if earlier.call_id == decision.call_id => {
                 decided = Some(earlier.approved);
             }
@@ -122,5 +147,22 @@ pub fn check_decision(
             call_id: decision.call_id.clone(),
         });
     }
-    Ok(())
+    Ok(waiting)
+}
+
+impl RunState {
+    /// Whether `kind` may be written to this run without a lease (a decision, a
+    /// cancellation, a raised budget), after a decision passed [`check_decision`]:
+    /// [`Error::RunEnded`] once the run ended, [`Error::NotAwaitingBudget`] for a raise
+    /// of a run that does not wait for one.
+    pub fn check_unleased(&self, run_id: &RunId, kind: &EventKind) -> Result<()> {
+        self.refuse_if_ended(run_id)?;
+        if matches!(kind, EventKind::BudgetRaised(_)) && self.status != RunStatus::AwaitingBudget {
+            return Err(Error::NotAwaitingBudget {
+                run_id: run_id.clone(),
+                status: self.status,
+            });
+        }
+        Ok(())
+    }
 }

@@ -24,6 +24,14 @@ impl Batch {
         }
     }
 
+    /// The same batch, to a run whose current wait has `waiting` open
+    /// ([`Sequence::waiting_on`]).
+    pub(super) fn waiting_on(self, waiting: toren_protocol::Waiting) -> Self {
+        Self {
+            sequence: self.sequence.waiting_on(waiting),
+        }
+    }
+
     pub(super) async fn push(
         &mut self,
         conn: &mut SqliteConnection,

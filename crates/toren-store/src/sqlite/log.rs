@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use toren_protocol::{
-    ApprovalDecided, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
+    ApprovalDecided, BudgetRaised, Event, EventKind, RunCancelled, RunCreated, RunId, RunStatus,
+    Waiting,
 };
 
 use super::SqliteStore;
@@ -111,70 +112,18 @@ impl EventLog for SqliteStore {
     }
 
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event> {
-        let (run_id, clock) = (run_id.clone(), self.clock.clone());
-        self.write(move |tx| {
-            Box::pin(async move {
-                let run_id = &run_id;
-                let state = run_state(tx, run_id).await?;
-                let rows = sqlx::query_as::<_, EventRow>(
-                    "SELECT run_id, seq, payload FROM events
-             WHERE run_id = ? AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided')
-             ORDER BY seq",
-                )
-                .bind(run_id.as_str())
-                .fetch_all(&mut *tx)
-                .await?;
-                check_decision(run_id, &decision, rows.into_iter().map(EventRow::decode))?;
-                state.refuse_if_ended(run_id)?;
-                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
-                let event = batch.push(tx, EventKind::ApprovalDecided(decision)).await?;
-                batch.finish(tx).await?;
-                Ok(event)
-            })
-        })
-        .await
+        self.write_unleased(run_id, EventKind::ApprovalDecided(decision))
+            .await
     }
 
     async fn cancel_run(&self, run_id: &RunId, cancelled: RunCancelled) -> Result<Event> {
-        let (run_id, clock) = (run_id.clone(), self.clock.clone());
-        self.write(move |tx| {
-            Box::pin(async move {
-                let run_id = &run_id;
-                let state = run_state(tx, run_id).await?;
-                state.refuse_if_ended(run_id)?;
-                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
-                let event = batch.push(tx, EventKind::RunCancelled(cancelled)).await?;
-                batch.finish(tx).await?;
-                Ok(event)
-            })
-        })
-        .await
+        self.write_unleased(run_id, EventKind::RunCancelled(cancelled))
+            .await
     }
 
-    async fn raise_budget(
-        &self,
-        run_id: &RunId,
-        raised: toren_protocol::BudgetRaised,
-    ) -> Result<Event> {
-        let (run_id, clock) = (run_id.clone(), self.clock.clone());
-        self.write(move |tx| {
-            Box::pin(async move {
-                let run_id = &run_id;
-                let state = run_state(tx, run_id).await?;
-                state.refuse_if_ended(run_id)?;
-                if state.status != RunStatus::AwaitingBudget {
-                    return Err(Error::NotAwaitingBudget {
-                        run_id: run_id.clone(),
-                        status: state.status,
-                    });
-                }
-                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status);
-                let event = batch.push(tx, EventKind::BudgetRaised(raised)).await?;
-                batch.finish(tx).await?;
-                Ok(event)
-            })
-        })
-        .await
+    async fn raise_budget(&self, run_id: &RunId, raised: BudgetRaised) -> Result<Event> {
+        self.write_unleased(run_id, EventKind::BudgetRaised(raised))
+            .await
     }
 
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {
@@ -235,6 +184,31 @@ impl EventLog for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Writes one event that needs no lease (a decision, a cancellation, a raised budget)
+    /// in its own transaction: a decision is checked against the log first
+    /// (`check_decision`, which also says what else the run waits on), then the run's
+    /// row (`RunState::check_unleased`).
+    async fn write_unleased(&self, run_id: &RunId, kind: EventKind) -> Result<Event> {
+        let (run_id, clock) = (run_id.clone(), self.clock.clone());
+        self.write(move |tx| {
+            Box::pin(async move {
+                let run_id = &run_id;
+                let state = run_state(tx, run_id).await?;
+                let waiting = match &kind {
+                    EventKind::ApprovalDecided(decision) => decidable(tx, run_id, decision).await?,
+                    _ => Waiting::default(),
+                };
+                state.check_unleased(run_id, &kind)?;
+                let mut batch = Batch::new(run_id, clock.now(), state.last_seq, state.status)
+                    .waiting_on(waiting);
+                let event = batch.push(tx, kind).await?;
+                batch.finish(tx).await?;
+                Ok(event)
+            })
+        })
+        .await
+    }
+
     /// Acquires the run's lease; a live lease of `dead_holder` (if given) is overridden.
     async fn lease_run(
         &self,
@@ -257,6 +231,44 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Whether `decision` may be recorded (`check_decision`, against the run's requests and
+/// decisions read inside `tx`), and the open requests of the run's current wait.
+async fn decidable(
+    tx: &mut sqlx::SqliteConnection,
+    run_id: &RunId,
+    decision: &ApprovalDecided,
+) -> Result<Waiting> {
+    let rows = sqlx::query_as::<_, EventRow>(
+        "SELECT run_id, seq, payload FROM events
+         WHERE run_id = ? AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided')
+         ORDER BY seq",
+    )
+    .bind(run_id.as_str())
+    .fetch_all(&mut *tx)
+    .await?;
+    // The current wait began after the last event that is no request, decision or
+    // connection record.
+    let [a, b, c, d] = Waiting::KINDS;
+    let wait_began = sqlx::query_scalar::<_, i64>(
+        "SELECT seq FROM events WHERE run_id = ? AND kind NOT IN (?, ?, ?, ?)
+         ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(run_id.as_str())
+    .bind(a)
+    .bind(b)
+    .bind(c)
+    .bind(d)
+    .fetch_optional(&mut *tx)
+    .await?
+    .unwrap_or(0);
+    check_decision(
+        run_id,
+        decision,
+        rows.into_iter().map(EventRow::decode),
+        u64::try_from(wait_began).unwrap_or(0),
+    )
 }
 
 /// Inserts a new run with its `run_created` event and its first lease, inside `tx`: shared

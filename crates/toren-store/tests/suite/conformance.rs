@@ -53,6 +53,8 @@ check_with_clock_on_fresh_file!(
     tokens_strictly_increase,
     ended_runs_cannot_be_leased,
     approvals_need_no_lease,
+    a_decision_leaves_the_run_waiting_while_another_request_is_open,
+    a_request_of_an_earlier_wait_holds_nothing,
     a_queued_run_is_claimable_at_once,
     runs_are_filtered_by_status_and_agent,
     pages_neither_skip_nor_repeat_while_runs_are_created,
