@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use super::egress::{self, Net};
 use super::{Disk, ENVD_VERSION, Sandbox, Shared, lock, new_id, record};
 
 #[derive(Clone)]
@@ -111,6 +112,10 @@ fn sandbox_json(s: &Sandbox, with_token: bool) -> Value {
         "state": if s.paused { "paused" } else { "running" },
         "allowInternetAccess": s.internet,
     });
+    // E2B returns the network whole, the rules' header values too (to the key's holder).
+    if let Some(network) = &s.network {
+        v["network"] = network.clone();
+    }
     if with_token {
         v["envdAccessToken"] = json!(s.token);
     }
@@ -155,6 +160,10 @@ async fn create(
         return error(400, "templateID is required");
     };
     let template = template.to_lowercase();
+    let net = match egress::decide(&body) {
+        Ok(net) => net,
+        Err(message) => return error(400, &message),
+    };
     let strings = |key: &str| -> BTreeMap<String, String> {
         body.get(key)
             .and_then(Value::as_object)
@@ -190,16 +199,35 @@ async fn create(
         },
         metadata: strings("metadata"),
         env_vars: strings("envVars"),
-        internet: body
-            .get("allow_internet_access")
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
+        internet: net == Net::Open,
+        network: body.get("network").cloned(),
+        firewall: None,
         started_at: jiff::Timestamp::now(),
         end_at: Instant::now() + timeout,
         paused: false,
         disk,
         pids: Vec::new(),
     };
+    let mut sandbox = sandbox;
+    if let Net::Firewalled { allow, headers } = &net {
+        let trust = match &state.egress_trust {
+            Some(pem) => toren_egress::UpstreamTrust::Only(pem.clone()),
+            None => toren_egress::UpstreamTrust::System,
+        };
+        let root = ctx.disks.join(&id);
+        let judged = Arc::clone(&state.judged);
+        match egress::start(
+            &root,
+            allow,
+            headers,
+            state.egress_names.clone(),
+            &trust,
+            judged,
+        ) {
+            Ok(firewall) => sandbox.firewall = Some(firewall),
+            Err(e) => return error(500, &format!("cannot start the sandbox's firewall: {e}")),
+        }
+    }
     let answer = sandbox_json(&sandbox, !sandbox.token.is_empty());
     state.sandboxes.insert(id, sandbox);
     (StatusCode::CREATED, axum::Json(answer)).into_response()

@@ -265,6 +265,17 @@ impl Disk {
         if !who.internet {
             bwrap.push("--unshare-net".into());
         }
+        // A firewalled sandbox's one way out (`egress`): made only for such a sandbox, in
+        // the disk's root, which the sandbox itself never sees.
+        let egress = self.root.join("egress");
+        if egress.is_dir() {
+            let host = egress.display().to_string();
+            bwrap.extend([
+                "--ro-bind".into(),
+                host,
+                super::egress::EGRESS_DIR.to_owned(),
+            ]);
+        }
         bwrap.extend(["--chdir".into(), cwd.to_owned(), "--".into()]);
         let mut command = tokio::process::Command::new("/bin/sh");
         command.arg("-c");

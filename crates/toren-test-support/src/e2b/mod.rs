@@ -26,6 +26,7 @@
 
 mod control;
 mod disk;
+mod egress;
 mod envd;
 mod fs;
 
@@ -38,6 +39,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 pub use disk::{Disk, machines_work};
+pub use egress::EGRESS_DIR;
 
 /// The port envd listens on inside every sandbox.
 pub const ENVD_PORT: u16 = 49983;
@@ -102,6 +104,10 @@ pub(crate) struct Sandbox {
     pub(crate) metadata: BTreeMap<String, String>,
     pub(crate) env_vars: BTreeMap<String, String>,
     pub(crate) internet: bool,
+    /// The create request's `network`, as sent.
+    pub(crate) network: Option<serde_json::Value>,
+    /// The egress firewall of a sandbox created with an allow-list (`egress`).
+    pub(crate) firewall: Option<egress::Firewall>,
     pub(crate) started_at: jiff::Timestamp,
     pub(crate) end_at: Instant,
     pub(crate) paused: bool,
@@ -124,6 +130,12 @@ pub(crate) struct State {
     pub(crate) next: u64,
     /// Counts of control-plane calls by route name (`create`, `connect`, `timeout`, …).
     pub(crate) calls: BTreeMap<&'static str, u64>,
+    /// What the egress firewalls resolve names to, and the CA they verify hosts that get
+    /// headers against (`None`: the system's roots).
+    pub(crate) egress_names: egress::Names,
+    pub(crate) egress_trust: Option<Vec<u8>>,
+    /// Every connection a firewall judged.
+    pub(crate) judged: egress::Judged,
 }
 
 pub(crate) type Shared = Arc<Mutex<State>>;
@@ -245,6 +257,37 @@ impl FakeE2b {
             .sandboxes
             .get(id)
             .map(|s| s.env_vars.clone())
+    }
+
+    /// The `network` sandbox `id` was created with.
+    pub fn network(&self, id: &str) -> Option<serde_json::Value> {
+        lock(&self.state)
+            .sandboxes
+            .get(id)
+            .and_then(|s| s.network.clone())
+    }
+
+    /// Makes the egress firewalls of sandboxes created from now on resolve `name` to `ip`
+    /// (a test's server playing the host; its address meets the same checks as any).
+    pub fn set_egress_host(&self, name: &str, ip: std::net::IpAddr) {
+        lock(&self.state)
+            .egress_names
+            .0
+            .entry(name.to_ascii_lowercase())
+            .or_default()
+            .push(ip);
+    }
+
+    /// Makes the egress firewalls of sandboxes created from now on verify the hosts they
+    /// put headers in for against this CA (PEM) instead of the system's roots.
+    pub fn set_egress_trust(&self, ca_pem: Vec<u8>) {
+        lock(&self.state).egress_trust = Some(ca_pem);
+    }
+
+    /// Every connection an egress firewall judged: host, port, and whether it went out.
+    pub fn egress_judged(&self) -> Vec<(String, u16, bool)> {
+        let judged = std::sync::Arc::clone(&lock(&self.state).judged);
+        judged.lock().map(|j| j.clone()).unwrap_or_default()
     }
 
     /// Whether sandbox `id` may reach the internet.
