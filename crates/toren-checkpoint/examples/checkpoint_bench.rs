@@ -3,11 +3,12 @@
 //! a restore after that change. The tree is made in a temporary directory.
 //!
 //! ```text
-//! cargo run --release -p toren-checkpoint --example checkpoint_bench [-- FILES]
+//! cargo run --release -p toren-checkpoint --example checkpoint_bench [-- FILES [SAMPLES]]
 //! ```
 //!
 //! FILES defaults to 50000 (spread over directories of 50 files, 1-4 KiB each, one in ten
-//! sharing its content with another, as packages do).
+//! sharing its content with another, as packages do); SAMPLES (default 10) is how many
+//! one-change checkpoints the steady-state figure is the median of (more, for a profiler).
 
 #![allow(clippy::print_stdout)]
 
@@ -19,6 +20,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files: usize = match std::env::args().nth(1) {
         Some(n) => n.parse()?,
         None => 50_000,
+    };
+    let samples_wanted: usize = match std::env::args().nth(2) {
+        Some(n) => n.parse::<usize>()?.max(1),
+        None => 10,
     };
     let dir = tempfile::tempdir()?;
     let ws = dir.path().join("workspace");
@@ -59,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     run("one file changed")?;
     // What a tool call pays in steady state: one file changed before each of ten samples.
     let mut samples = Vec::new();
-    for i in 0..10 {
+    for i in 0..samples_wanted {
         std::fs::write(
             ws.join("node_modules/pkg3/lib/f170.js"),
             format!("changed {i}\n"),
@@ -70,7 +75,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     samples.sort_by(f64::total_cmp);
     println!(
-        "one file changed, 10 more  p50 {:>6.1} ms  min {:.1}  max {:.1}",
+        "one file changed, {} more p50 {:>6.1} ms  min {:.1}  max {:.1}",
+        samples.len(),
         samples[samples.len() / 2],
         samples[0],
         samples[samples.len() - 1]

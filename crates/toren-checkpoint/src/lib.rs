@@ -5,38 +5,50 @@
 //! A [`Store`] is a directory:
 //!
 //! ```text
-//! <store>/objects/ab/cdef…   one blob per distinct file content, named by its SHA-256
-//! <store>/manifests/<id>.json one per checkpoint: path → kind, mode, size, hash or target
-//! <store>/tmp/               blobs and manifests being written (renamed into place)
+//! <store>/objects/ab/cdef…    one blob per distinct file content, named by its SHA-256
+//! <store>/manifests/<id>.v2   one per checkpoint, binary: every path → kind, mode, size,
+//!                             hash or target, or (mostly) a delta against its parent
+//!                             (`format`); `<id>.json` is version 1, still read
+//! <store>/tmp/                blobs and manifests being written (renamed into place)
 //! ```
 //!
 //! A checkpoint walks the workspace without following a symlink (each is recorded with its
-//! target), skips the excluded paths ([`Exclude`]), and reuses the previous manifest's hash
-//! for a file whose size, mtime, ctime and inode are unchanged, so an unchanged file costs
-//! one `lstat`. Blobs are renamed into place before the manifest that names them, and the
-//! manifest last (after a `syncfs`), so a process killed mid-checkpoint leaves the store
-//! as it was plus unreferenced temporaries. `keep` prunes the oldest manifests and the blobs
-//! no kept manifest references. The workspace is never deleted, only read (checkpoint) or
-//! made equal to a checkpoint (restore).
+//! target), skips the excluded paths ([`Exclude`]), and reuses the previous checkpoint's
+//! hash for a file whose size, mtime, ctime and inode are unchanged, so an unchanged file
+//! costs one `lstat`; the previous checkpoint is kept in memory, so nothing is read back.
+//! What changed is written as a small delta against it (a full manifest every 64, or when
+//! much changed). Blobs are renamed into place and flushed before the manifest that names
+//! them, and the manifest is flushed before it is renamed into place, so a process killed
+//! mid-checkpoint leaves the store as it was plus unreferenced temporaries, and a power
+//! loss at most the checkpoint being taken. `keep` prunes the oldest manifests (a kept
+//! delta whose parent goes is first written whole) and the blobs no kept manifest
+//! references. The workspace is never deleted, only read (checkpoint) or made equal to a
+//! checkpoint (restore).
 //!
 //! Files are read beneath a handle on the workspace (`openat2` with `RESOLVE_BENEATH |
 //! RESOLVE_NO_SYMLINKS`), so a process still running inside the sandbox that swaps a
 //! directory for a symlink after the walk saw it cannot make a checkpoint hold a file from
 //! outside. A restore changes the workspace beneath that handle too (`beneath`: every
 //! directory on the way opened with the same flags, each change made relative to its
-//! parent's descriptor), so such a swap makes it fail, never reach outside. Known limit:
-//! the walk lists directories by path, so a swap can still put the names (never the
-//! contents) of a directory outside into a manifest.
+//! parent's descriptor), so such a swap makes it fail, never reach outside. The walk
+//! opens each directory it lists the same way, so such a swap cannot put even the names of
+//! a directory outside into a manifest.
 
 mod beneath;
+mod blobs;
 mod diff;
 mod exclude;
+mod format;
+mod manifest;
+mod prune;
+mod restore;
 mod store;
 mod walk;
 
 pub use diff::{Change, FileDiff};
 pub use exclude::Exclude;
-pub use store::{Checkpoint, Entry, EntryKind, Manifest, Stats, Store};
+pub use manifest::{Entry, EntryKind, Manifest};
+pub use store::{Checkpoint, Stats, Store};
 
 /// What can go wrong reading or writing checkpoints.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +68,8 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    #[error("checkpoint manifest {path} does not decode: {reason}")]
+    Format { path: String, reason: &'static str },
     #[error("blob {hash} is missing from the store (referenced by checkpoint {id})")]
     MissingBlob { hash: String, id: String },
     #[error("bad exclude pattern `{pattern}`: {reason}")]

@@ -1,19 +1,89 @@
 //! Walking a workspace without following symlinks, and opening its files without following
 //! one either.
+//!
+//! Each directory is opened beneath a handle on the workspace (`openat2` with
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), listed through that descriptor (`getdents`)
+//! and each name in it stat'ed relative to it (`fstatat`, no symlink followed): a
+//! directory a process in the sandbox swapped for a symlink is not listed (its contents
+//! are then missing from the walk, never read from outside). Nothing per entry is
+//! allocated but its path.
 
+use std::ffi::CStr;
 use std::fs::{File, Metadata};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Condvar, Mutex};
 
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat2};
+use nix::sys::stat::{FileStat, SFlag, fstatat};
 
 use crate::{Exclude, Result, io};
+
+/// What a path is, as far as a checkpoint cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Dir,
+    File,
+    Symlink,
+}
+
+/// What `lstat` said of a path: what a checkpoint compares to tell whether it changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub(crate) kind: Kind,
+    /// Permission bits (`mode & 0o7777`).
+    pub(crate) mode: u32,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) ctime_ns: i64,
+    pub(crate) ino: u64,
+}
+
+impl Stat {
+    /// `None` for what a checkpoint does not record (sockets, fifos, devices).
+    fn of(st: &FileStat) -> Option<Self> {
+        let kind = match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+            SFlag::S_IFDIR => Kind::Dir,
+            SFlag::S_IFREG => Kind::File,
+            SFlag::S_IFLNK => Kind::Symlink,
+            _ => return None,
+        };
+        Some(Self {
+            kind,
+            mode: st.st_mode & 0o7777,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec,
+            ctime_ns: st.st_ctime * 1_000_000_000 + st.st_ctime_nsec,
+            ino: st.st_ino,
+        })
+    }
+
+    /// What an open file's `fstat` said (a file read for a checkpoint).
+    pub(crate) fn of_meta(meta: &Metadata) -> Self {
+        let kind = if meta.is_dir() {
+            Kind::Dir
+        } else if meta.file_type().is_symlink() {
+            Kind::Symlink
+        } else {
+            Kind::File
+        };
+        Self {
+            kind,
+            mode: meta.mode() & 0o7777,
+            size: meta.len(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            ino: meta.ino(),
+        }
+    }
+}
 
 /// One thing found in the workspace, with what `lstat` said.
 pub(crate) struct Found {
     pub(crate) path: String,
-    pub(crate) meta: Metadata,
+    pub(crate) stat: Stat,
 }
 
 /// What a walk found: every entry (parents before children) and the names it skipped.
@@ -30,6 +100,7 @@ pub(crate) struct Walked {
 /// stats what is in it and queues the directories it finds. The result is sorted, so
 /// it does not depend on which thread saw what.
 pub(crate) fn walk(root: &Path, exclude: &Exclude) -> Result<Walked> {
+    let handle = crate::beneath::open_root(root)?;
     let walkers = std::thread::available_parallelism().map_or(1, |n| n.get().min(WALKERS));
     let queue = Queue {
         state: Mutex::new(QueueState {
@@ -46,9 +117,9 @@ pub(crate) fn walk(root: &Path, exclude: &Exclude) -> Result<Walked> {
     let mut lost = false;
     std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..walkers)
-            .map(|_| scope.spawn(|| queue.work(root, exclude)))
+            .map(|_| scope.spawn(|| queue.work(&handle, root, exclude)))
             .collect();
-        let mut parts = vec![queue.work(root, exclude)];
+        let mut parts = vec![queue.work(&handle, root, exclude)];
         for helper in helpers {
             match helper.join() {
                 Ok(part) => parts.push(part),
@@ -56,6 +127,9 @@ pub(crate) fn walk(root: &Path, exclude: &Exclude) -> Result<Walked> {
                 Err(_) => lost = true,
             }
         }
+        walked
+            .found
+            .reserve(parts.iter().map(|p| p.found.len()).sum());
         for part in parts {
             walked.found.extend(part.found);
             walked.skipped.extend(part.skipped);
@@ -104,7 +178,7 @@ impl Queue {
     }
 
     /// Lists directories until none is left to list (or one failed); what this thread saw.
-    fn work(&self, root: &Path, exclude: &Exclude) -> Walked {
+    fn work(&self, handle: &File, root: &Path, exclude: &Exclude) -> Walked {
         let mut walked = Walked {
             found: Vec::new(),
             skipped: Vec::new(),
@@ -130,7 +204,7 @@ impl Queue {
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
             };
-            let listed = visit(root, &rel, exclude, &mut walked, &mut subdirs);
+            let listed = visit(handle, root, &rel, exclude, &mut walked, &mut subdirs);
             let mut state = self.lock();
             state.busy -= 1;
             match listed {
@@ -148,54 +222,72 @@ impl Queue {
 }
 
 /// Lists the directory `rel`: what is in it goes to `walked`, its directories (to list
-/// next) also to `subdirs`.
+/// next) also to `subdirs`. A directory gone or swapped for something else since its
+/// parent was listed is not listed.
 fn visit(
+    handle: &File,
     root: &Path,
     rel: &str,
     exclude: &Exclude,
     walked: &mut Walked,
     subdirs: &mut Vec<String>,
 ) -> Result<()> {
-    let dir = if rel.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(rel)
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let dir: OwnedFd = match openat2(handle, if rel.is_empty() { "." } else { rel }, how) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP | Errno::EXDEV) if !rel.is_empty() => {
+            return Ok(());
+        }
+        Err(e) => return Err(io("open directory", &root.join(rel))(e.into())),
     };
-    let entries = std::fs::read_dir(&dir).map_err(io("read directory", &dir))?;
-    for entry in entries {
-        let entry = entry.map_err(io("read directory", &dir))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
+    let listing_fd = dir
+        .try_clone()
+        .map_err(io("open directory", &root.join(rel)))?;
+    let mut listing = nix::dir::Dir::from_fd(listing_fd)
+        .map_err(|e| io("read directory", &root.join(rel))(e.into()))?;
+    for entry in listing.iter() {
+        let entry = entry.map_err(|e| io("read directory", &root.join(rel))(e.into()))?;
+        let cname: &CStr = entry.file_name();
+        let bytes = cname.to_bytes();
+        if bytes == b"." || bytes == b".." {
+            continue;
+        }
+        let Ok(name) = std::str::from_utf8(bytes) else {
             walked
                 .skipped
-                .push(format!("{rel}/{}", name.to_string_lossy()));
+                .push(format!("{rel}/{}", String::from_utf8_lossy(bytes)));
             continue;
         };
-        let path = if rel.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{rel}/{name}")
-        };
-        // lstat relative to the directory read (`fstatat`, no symlink followed): a
-        // symlink is itself, never what it points at.
-        let meta = match entry.metadata() {
-            Ok(meta) => meta,
+        let mut path = String::with_capacity(rel.len() + 1 + name.len());
+        if !rel.is_empty() {
+            path.push_str(rel);
+            path.push('/');
+        }
+        path.push_str(name);
+        // lstat relative to the directory read: a symlink is itself, never what it
+        // points at.
+        let st = match fstatat(&dir, cname, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
             // Gone since the directory was read.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io("stat", &root.join(&path))(e)),
+            Err(Errno::ENOENT) => continue,
+            Err(e) => return Err(io("stat", &root.join(&path))(e.into())),
         };
-        let ft = meta.file_type();
-        if exclude.excludes(&path, ft.is_dir()) {
+        let Some(stat) = Stat::of(&st) else {
+            if !exclude.excludes(&path, false) {
+                walked.skipped.push(path);
+            }
+            continue;
+        };
+        let is_dir = stat.kind == Kind::Dir;
+        if exclude.excludes(&path, is_dir) {
             continue;
         }
-        if !(ft.is_dir() || ft.is_file() || ft.is_symlink()) {
-            walked.skipped.push(path);
-            continue;
-        }
-        if ft.is_dir() {
+        if is_dir {
             subdirs.push(path.clone());
         }
-        walked.found.push(Found { path, meta });
+        walked.found.push(Found { path, stat });
     }
     Ok(())
 }
@@ -213,14 +305,6 @@ pub(crate) fn open_beneath(root: &File, rel: &Path) -> Result<(File, Metadata)> 
         File::from(openat2(root, rel, how).map_err(|e| io("open", rel)(std::io::Error::from(e)))?);
     let meta = file.metadata().map_err(io("stat", rel))?;
     Ok((file, meta))
-}
-
-/// Nanoseconds since the epoch of the modification and change times.
-pub(crate) fn times(meta: &Metadata) -> (i64, i64) {
-    (
-        meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-        meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-    )
 }
 
 #[cfg(test)]
