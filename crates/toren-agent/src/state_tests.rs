@@ -39,7 +39,6 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
         input: "do it".into(),
         session: None,
         channel: None,
-        start: None,
     })
 }
 

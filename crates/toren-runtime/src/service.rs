@@ -195,7 +195,6 @@ impl RunService {
             input,
             session: None,
             channel,
-            start: None,
         };
         Ok((run_id, created))
     }

@@ -15,7 +15,7 @@ use toren_sandbox::{Sandbox, SandboxBackend};
 
 use crate::client::{Client, Endpoints};
 use crate::error::{Error, Result, check_key};
-use crate::reaper::{ReapReason, RunLiveness, TorenSandbox, plan_reap};
+use crate::reaper::TorenSandbox;
 use crate::sandbox::{E2bSandbox, META_INSTANCE, META_KEY, Setup};
 
 /// The template for agents that name none: E2B's public `base` (Debian with Python 3.11,
@@ -159,23 +159,6 @@ impl E2bBackend {
         let filter = BTreeMap::from([(META_INSTANCE.to_owned(), self.settings.instance.clone())]);
         let listed = self.client.list(&filter).await?;
         Ok(listed.iter().map(TorenSandbox::from_info).collect())
-    }
-
-    /// One sweep: kills (unless `dry_run`) the sandboxes [`plan_reap`] picks; returns them,
-    /// each with why and whether it was killed (`false`: already gone, or a dry run).
-    pub async fn reap(
-        &self,
-        liveness: impl Fn(&str) -> RunLiveness,
-        orphan_age: Duration,
-        dry_run: bool,
-    ) -> Result<Vec<(TorenSandbox, ReapReason, bool)>> {
-        let listed = self.list_toren_sandboxes().await?;
-        let mut done = Vec::new();
-        for (sandbox, reason) in plan_reap(&listed, liveness, orphan_age, jiff::Timestamp::now()) {
-            let killed = !dry_run && self.client.kill(&sandbox.id).await?;
-            done.push((sandbox, reason, killed));
-        }
-        Ok(done)
     }
 
     /// The run ended: kill its sandbox, or pause a session turn's for the next turn.

@@ -1,7 +1,8 @@
 //! The crate's one error type. Each variant names the fix an operator applies; the
 //! classifiers say which are worth retrying (`is_retryable`) and which mean the sandbox is
-//! gone (`is_gone`: a new one is made and the run told its files were lost). Converted into
-//! `toren_sandbox::Error` at the `Sandbox` seam.
+//! gone (`is_gone`: a new one is made and the run told its files were lost), and which the
+//! model can fix (`is_model_fixable`: a path or a size, reported back as the tool's result).
+//! Converted into `toren_sandbox::Error` at the `Sandbox` seam.
 
 use std::io;
 
@@ -95,6 +96,27 @@ impl Error {
             | Self::Protocol { .. }
             | Self::NetworkPolicy { .. }
             | Self::Sandbox(_) => false,
+        }
+    }
+
+    /// Whether the model can fix this by calling the tool differently (another path, less
+    /// content): only the workspace errors a file tool reports back to the model. Every
+    /// fault of E2B itself (the key, the service, the protocol) is the host's, and fails
+    /// the run once retries are spent.
+    pub fn is_model_fixable(&self) -> bool {
+        match self {
+            Self::Sandbox(inner) => inner.is_model_fixable(),
+            Self::MissingKey
+            | Self::MalformedKey
+            | Self::Unauthorized { .. }
+            | Self::UnknownTemplate { .. }
+            | Self::RateLimited { .. }
+            | Self::Capacity { .. }
+            | Self::Network { .. }
+            | Self::Gone { .. }
+            | Self::Api { .. }
+            | Self::Protocol { .. }
+            | Self::NetworkPolicy { .. } => false,
         }
     }
 

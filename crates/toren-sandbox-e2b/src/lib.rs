@@ -13,7 +13,8 @@
 //! A sandbox found gone (404, 502) is replaced by a new one, and the next command's
 //! output says the old one's files were lost. At the end of a run its sandbox is killed;
 //! a session turn's is paused. The reaper's rules are `plan_reap` (finished runs'
-//! sandboxes, day-old ones of unknown runs; never a live run's or a session's).
+//! sandboxes, removed sessions', day-old ones of unknown runs and sessions; never a live
+//! run's or a live session's).
 //!
 //! Commands run through envd's `process.Process/Start` (`process`), a Connect stream over
 //! JSON spoken by hand (`client`; no E2B crate): no deadline is sent to envd, Toren's own
@@ -41,5 +42,5 @@ pub use backend::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings};
 pub use client::{Client, CreateRequest, ENVD_PORT, Endpoints, SandboxInfo, create_body};
 pub use error::{Error, Result, check_key};
 pub use network::{ALL_TRAFFIC, create_network};
-pub use reaper::{ORPHAN_AGE, ReapReason, RunLiveness, TorenSandbox, plan_reap};
+pub use reaper::{ORPHAN_AGE, ReapReason, RunLiveness, SessionLiveness, TorenSandbox, plan_reap};
 pub use sandbox::{META_INSTANCE, META_KEY, META_RUN, META_WORKSPACE};

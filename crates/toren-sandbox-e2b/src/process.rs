@@ -249,9 +249,7 @@ pub(crate) async fn run(
                     }
                 }
             } else if let Some(end) = event.get("end") {
-                let exited = end["exited"].as_bool().unwrap_or(false);
-                let code = end["exitCode"].as_i64().unwrap_or(0);
-                break 'stream Ended::Exited(exited.then(|| i32::try_from(code).unwrap_or(-1)));
+                break 'stream Ended::Exited(exit_code(end));
             }
         }
     };
@@ -261,6 +259,67 @@ pub(crate) async fn run(
         output,
         truncated,
     })
+}
+
+/// The exit code of envd's `end` event, as the other backends report it: the code of a
+/// command that exited (`exited`, `exitCode`; both omitted when false and 0), and for one
+/// killed by signal N (`exitCode: -1`, `exited` false, `status: "signal: killed"`, Go's
+/// `ProcessState`) 128 + N, as bash reports a child killed so and the local backend
+/// reports its shell killed so. `None` for a signal whose name is not Go's.
+fn exit_code(end: &Value) -> Option<i32> {
+    if end["exited"].as_bool().unwrap_or(false) {
+        return Some(
+            end["exitCode"]
+                .as_i64()
+                .map_or(0, |code| i32::try_from(code).unwrap_or(-1)),
+        );
+    }
+    let status = end["status"].as_str().unwrap_or_default();
+    let name = status.strip_prefix("signal: ")?;
+    let name = name.strip_suffix(" (core dumped)").unwrap_or(name);
+    signal_number(name).map(|n| 128 + n)
+}
+
+/// The Linux signal Go's `syscall.Signal.String()` calls `name`.
+fn signal_number(name: &str) -> Option<i32> {
+    const NAMES: [&str; 31] = [
+        "hangup",
+        "interrupt",
+        "quit",
+        "illegal instruction",
+        "trace/breakpoint trap",
+        "aborted",
+        "bus error",
+        "floating point exception",
+        "killed",
+        "user defined signal 1",
+        "segmentation fault",
+        "user defined signal 2",
+        "broken pipe",
+        "alarm clock",
+        "terminated",
+        "stack fault",
+        "child exited",
+        "continued",
+        "stopped (signal)",
+        "stopped",
+        "stopped (tty input)",
+        "stopped (tty output)",
+        "urgent I/O condition",
+        "CPU time limit exceeded",
+        "file size limit exceeded",
+        "virtual timer expired",
+        "profiling timer expired",
+        "window changed",
+        "I/O possible",
+        "power failure",
+        "bad system call",
+    ];
+    if let Some(n) = name.strip_prefix("signal ") {
+        return n.parse().ok();
+    }
+    let index = NAMES.iter().position(|known| *known == name)?;
+    i32::try_from(index + 1).ok()
 }
 
 /// Kills the command's whole process group (and the command itself, in case the group
@@ -292,6 +351,45 @@ async fn kill(target: &Target<'_>, pid: Option<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn end_events_give_exact_codes_and_a_signal_as_128_plus_its_number() {
+        let code = |end: Value| exit_code(&end);
+        // As envd sends them (`handler.go` `Wait`: Go's ProcessState).
+        assert_eq!(
+            code(json!({"exited": true, "status": "exit status 0"})),
+            Some(0)
+        );
+        assert_eq!(
+            code(
+                json!({"exitCode": 3, "exited": true, "status": "exit status 3", "error": "exit status 3"})
+            ),
+            Some(3)
+        );
+        assert_eq!(
+            code(json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"})),
+            Some(137)
+        );
+        assert_eq!(
+            code(json!({"exitCode": -1, "status": "signal: terminated"})),
+            Some(143)
+        );
+        assert_eq!(
+            code(json!({"exitCode": -1, "status": "signal: segmentation fault (core dumped)"})),
+            Some(139)
+        );
+        assert_eq!(
+            code(json!({"exitCode": -1, "status": "signal: bad system call"})),
+            Some(159)
+        );
+        assert_eq!(
+            code(json!({"exitCode": -1, "status": "signal: signal 34"})),
+            Some(162)
+        );
+        // Killed, but by nothing a name says.
+        assert_eq!(code(json!({"exitCode": -1, "status": "signal: ?"})), None);
+        assert_eq!(code(json!({"exitCode": -1})), None);
+    }
 
     #[test]
     fn frames_are_split_across_chunks() {

@@ -225,7 +225,7 @@ impl E2bSandbox {
     }
 
     /// Forgets the sandbox `id` (gone), so the next command makes a new one.
-    async fn forget(&self, id: &str) {
+    pub(crate) async fn forget(&self, id: &str) {
         let mut live = self.live.lock().await;
         if live.as_ref().is_some_and(|l| l.id == id) {
             *live = None;

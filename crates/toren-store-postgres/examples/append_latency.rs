@@ -32,7 +32,6 @@ fn created() -> RunCreated {
         input: "measure".into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

@@ -41,7 +41,6 @@ fn created(n: usize) -> RunCreated {
         input: format!("run {n}"),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

@@ -25,10 +25,29 @@ async fn commands_run_in_the_sandbox_with_exact_exit_codes() {
     // stderr arrives on its own pipe, so only its content is certain, not its place.
     let out = run(sandbox.as_ref(), "echo oops >&2").await;
     assert_eq!(out.output, "oops\n");
-    for code in [1, 3, 42, 127] {
+    for code in [1, 3, 42, 127, 137] {
         let out = run(sandbox.as_ref(), &format!("exit {code}")).await;
         assert_eq!(out.exit_code, Some(code));
     }
+    // A command killed by a signal: envd's end event says `exitCode: -1`, `exited` false,
+    // `status: "signal: …"` (the fake's reporter sees the wait status, as envd does), and
+    // the backend reports 128 + the signal, as the local backend and bash do.
+    for (signal, code) in [("KILL", 137), ("TERM", 143), ("SEGV", 139)] {
+        let out = run(sandbox.as_ref(), &format!("kill -{signal} $$")).await;
+        assert_eq!(
+            (out.exit_code, out.timed_out),
+            (Some(code), false),
+            "{signal}"
+        );
+    }
+    // The same code when bash, not envd, sees the signal.
+    // (bash's own "Killed" line comes on stderr, in no certain place.)
+    let out = run(sandbox.as_ref(), "sh -c 'kill -KILL $$'; echo $?").await;
+    assert!(
+        out.exit_code == Some(0) && out.output.lines().any(|l| l == "137"),
+        "{}",
+        out.output
+    );
     // Files persist between commands, on the sandbox's own disk.
     run(sandbox.as_ref(), "echo kept > /workspace/a.txt").await;
     let disk = fx.fake.disk(&sandbox.instance_id()).unwrap();

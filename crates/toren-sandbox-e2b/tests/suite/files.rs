@@ -118,7 +118,7 @@ async fn every_way_out_is_refused_in_the_vm() {
         matches!(
             err,
             Error::NotAFile {
-                kind: "named pipe",
+                kind: "named pipe (FIFO)",
                 via_link: false,
                 ..
             }
@@ -149,4 +149,73 @@ async fn every_way_out_is_refused_in_the_vm() {
         .unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err:?}");
     SandboxBackend::finish(&backend, &run_id()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upload_too_large_for_e2b_is_the_models_to_fix_and_nothing_is_written() {
+    let fx = Fixture::new();
+    let backend = fx.backend();
+    let sandbox = backend
+        .open(&run_id(), &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    fx.fake.set_faults(toren_test_support::e2b::Faults {
+        upload_limit: Some(1000),
+        ..Default::default()
+    });
+    let files = sandbox.files();
+    let err = blocking(&files, |f| f.write("big.txt", &[b'a'; 1001]))
+        .await
+        .unwrap_err();
+    // A tool error the model reads (the file tools report what `is_model_fixable`), not a
+    // host fault that fails the run.
+    assert!(err.is_model_fixable(), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "cannot write `big.txt`: 1001 bytes are more than the E2B sandbox takes in one upload \
+         (413); nothing was written. Use bash for files that large (e.g. generate them with a \
+         script)"
+    );
+    let disk = fx.fake.disk(&sandbox.instance_id()).unwrap();
+    assert!(!disk.workspace().join("big.txt").exists());
+    // The sandbox goes on: a smaller file is written.
+    blocking(&files, |f| f.write("small.txt", &[b'a'; 1000]))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read(disk.workspace().join("small.txt"))
+            .unwrap()
+            .len(),
+        1000
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_tool_after_the_sandbox_was_killed_works_in_a_new_one_and_bash_says_so() {
+    let fx = Fixture::new();
+    let backend = fx.backend();
+    let sandbox = backend
+        .open(&run_id(), &policy(serde_json::json!({})), vec![])
+        .await
+        .unwrap();
+    let files = sandbox.files();
+    blocking(&files, |f| f.write("a.txt", b"one\n"))
+        .await
+        .unwrap();
+    let old = sandbox.instance_id();
+    assert!(fx.fake.kill(&old));
+    // Not a host fault: the write goes to a new sandbox.
+    blocking(&files, |f| f.write("b.txt", b"two\n"))
+        .await
+        .unwrap();
+    let new = sandbox.instance_id();
+    assert_ne!(new, old);
+    let out = run(sandbox.as_ref(), "ls").await;
+    assert!(
+        out.output
+            .starts_with(&format!("[the E2B sandbox `{old}` is gone")),
+        "{}",
+        out.output
+    );
+    assert!(out.output.ends_with("]\nb.txt\n"), "{}", out.output);
 }

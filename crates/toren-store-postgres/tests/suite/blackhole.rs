@@ -101,7 +101,6 @@ fn created() -> RunCreated {
         input: "hi".into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

@@ -31,7 +31,6 @@ fn created() -> RunCreated {
         input: "hi".into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

@@ -71,7 +71,6 @@ pub(super) fn run_created(input: &str) -> RunCreated {
         input: input.to_owned(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

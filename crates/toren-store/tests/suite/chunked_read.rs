@@ -32,7 +32,6 @@ fn created() -> RunCreated {
         input: "read me back".into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

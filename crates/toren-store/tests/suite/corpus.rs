@@ -180,7 +180,6 @@ fn expected() -> Vec<Event> {
                 input: s("How many Rust files are in the project?"),
                 session: None,
                 channel: None,
-                start: None,
             }),
         ),
         event(
@@ -298,7 +297,6 @@ fn expected() -> Vec<Event> {
                 input: s("Summarize yesterday's notes."),
                 session: None,
                 channel: None,
-                start: None,
             }),
         ),
         event(
@@ -350,7 +348,6 @@ fn expected() -> Vec<Event> {
                 input: s("Free some disk space."),
                 session: None,
                 channel: None,
-                start: None,
             }),
         ),
         event(
@@ -501,7 +498,6 @@ fn compacted_run() -> Vec<Event> {
                 input: s("Summarise the build logs."),
                 session: None,
                 channel: None,
-                start: None,
             }),
         ),
         event(
@@ -622,7 +618,6 @@ fn delivering_run() -> Vec<Event> {
                     kind: s("terminal"),
                     address: s("weekly"),
                 }),
-                start: None,
             }),
         ),
         event(
@@ -788,7 +783,6 @@ fn rewound() -> Vec<Event> {
             to: 4,
             checkpoint: Some(s("01jqz7f0a2c4e6g8j0m2p4r6t8")),
             by: Some(s("ana via cli")),
-            turn: None,
         }),
     )]
 }

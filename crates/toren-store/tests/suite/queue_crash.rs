@@ -29,7 +29,6 @@ fn turn(text: &str) -> RunCreated {
         input: text.into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

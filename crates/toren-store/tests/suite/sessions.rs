@@ -42,7 +42,6 @@ fn turn_input(text: &str) -> RunCreated {
         input: text.into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

@@ -32,7 +32,6 @@ fn created(input: &str) -> RunCreated {
         input: input.into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

@@ -42,16 +42,91 @@ const MOUNTS: &[(&str, &str)] = &[
     ("/tmp", "tmp"),
 ];
 
-/// Closes every descriptor but 0-2, then becomes the command (same pid, same environment):
-/// the namespaces bubblewrap joined through 5 and 6, and whatever the process running the
-/// fake inherited (a test harness's job-server pipes, say), so a command holds nothing of
-/// the host's, as a VM's processes do not. Perl, as the host image's `sh` (dash) cannot
-/// name descriptors above 9 and bash adds `SHLVL` and `PWD` to the environment.
-const CLOSE_FDS: &[&str] = &[
+/// Stands between bubblewrap and the command as envd does between itself and its child:
+/// closes every descriptor but 0-2 and the status pipe on 4 (the namespaces bubblewrap
+/// joined through 5 and 6, and whatever the process running the fake inherited, a test
+/// harness's job-server pipes, say), forks the command (which closes 4 too and so holds
+/// nothing of the host's, as a VM's processes do not), tells its pid on 4, waits for it
+/// and tells how it ended there: `exit N`, or `signal N` (`core` if it dumped one), which
+/// bubblewrap's own status (128 + N for a signal) cannot tell apart from an exit. Perl, as
+/// the host image's `sh` (dash) cannot name descriptors above 9; on one line, as `ps`
+/// shows it.
+const REPORTER: &[&str] = &[
     "/usr/bin/perl",
     "-e",
-    r#"use POSIX (); POSIX::close($_) for 3..1023; exec {$ARGV[0]} @ARGV or do { print STDERR "$ARGV[0]: $!\n"; exit 127 }"#,
+    concat!(
+        r#"use POSIX (); POSIX::close($_) for 3, 5 .. 1023; my $pid = fork; "#,
+        r#"defined $pid or do { print STDERR "fork: $!\n"; exit 126 }; "#,
+        r#"if ($pid == 0) { POSIX::close(4); "#,
+        r#"exec { $ARGV[0] } @ARGV or do { print STDERR "$ARGV[0]: $!\n"; POSIX::_exit(127) } } "#,
+        r#"open(my $st, ">&=", 4) or exit 126; select((select($st), $| = 1)[0]); "#,
+        r#"print $st "pid $pid\n"; waitpid($pid, 0) == $pid or exit 126; my $w = $?; "#,
+        r#"if ($w & 127) { print $st "signal ", $w & 127, ($w & 128 ? " core" : ""), "\n"; "#,
+        r#"exit 128 + ($w & 127) } print $st "exit ", $w >> 8, "\n"; exit $w >> 8;"#
+    ),
 ];
+
+/// How a command ended, as the reporter saw it (its `wait` status).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    Exited(i32),
+    Signaled { signal: i32, core: bool },
+}
+
+impl Ended {
+    fn parse(line: &str) -> Option<Self> {
+        let mut words = line.split_whitespace();
+        match (words.next()?, words.next()?.parse().ok()?, words.next()) {
+            ("exit", code, None) => Some(Self::Exited(code)),
+            ("signal", signal, core) => Some(Self::Signaled {
+                signal,
+                core: core == Some("core"),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What the reporter of one process tells: the command's pid in the sandbox once it is
+/// forked, then how it ended (`None`: it did not say, e.g. it was killed itself).
+pub(crate) struct Report {
+    pub(crate) pid: tokio::sync::oneshot::Receiver<Option<u32>>,
+    pub(crate) ended: tokio::sync::oneshot::Receiver<Option<Ended>>,
+}
+
+/// Reads the reporter's pipe `fifo` on a blocking thread (opening it waits for the
+/// process's shell to open its end).
+pub(crate) fn read_report(fifo: PathBuf) -> Report {
+    use std::io::{BufRead, Read};
+    let (pid_tx, pid) = tokio::sync::oneshot::channel();
+    let (ended_tx, ended) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let Ok(file) = File::open(&fifo) else { return };
+        let _ = std::fs::remove_file(&fifo);
+        let mut reader = std::io::BufReader::new(file);
+        let mut first = String::new();
+        let _ = reader.read_line(&mut first);
+        let _ = pid_tx.send(
+            first
+                .strip_prefix("pid ")
+                .and_then(|p| p.trim().parse().ok()),
+        );
+        let mut rest = String::new();
+        let _ = reader.read_to_string(&mut rest);
+        let _ = ended_tx.send(rest.lines().next_back().and_then(Ended::parse));
+    });
+    Report { pid, ended }
+}
+
+/// Lets a reader of `fifo` that waits for a writer go (a process that never started).
+pub(crate) fn release_fifo(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(fifo);
+    let _ = std::fs::remove_file(fifo);
+}
 
 /// One sandbox's disk.
 #[derive(Debug)]
@@ -233,7 +308,8 @@ impl Disk {
     }
 
     /// A command that starts `cmd args` in the sandbox with exactly `env`, as root or as an
-    /// unprivileged user, writing bwrap's info (the command's pid) to `info` (a FIFO).
+    /// unprivileged user, writing bwrap's info (the reporter's pid) to `info` and the
+    /// reporter's to `status` (FIFOs).
     pub(crate) fn command(
         &self,
         cmd: &str,
@@ -241,7 +317,7 @@ impl Disk {
         env: &[(String, String)],
         cwd: &str,
         who: Who,
-        info: &Path,
+        (info, status): (&Path, &Path),
     ) -> tokio::process::Command {
         let mut bwrap: Vec<String> = vec!["bwrap".into(), "--info-fd".into(), "3".into()];
         if let Machine::Kept(_) = self.machine {
@@ -281,25 +357,29 @@ impl Disk {
         command.arg("-c");
         match &self.machine {
             Machine::Kept(keeper) => {
-                // The shell opens the FIFO as descriptor 3 and the machine's namespaces (our
-                // own descriptors, through /proc) as 5 and 6 (`sh` takes one-digit
-                // descriptors only), and becomes bwrap, which writes its info on 3 before
-                // it starts the command.
+                // The shell opens the info FIFO as descriptor 3, the reporter's as 4 and the
+                // machine's namespaces (our own descriptors, through /proc) as 5 and 6
+                // (`sh` takes one-digit descriptors only), and becomes bwrap, which writes
+                // its info on 3 before it starts the command.
                 command
-                    .arg(r#"f=$1; u=$2; p=$3; shift 3; exec "$@" 3>"$f" 5<"$u" 6<"$p""#)
+                    .arg(
+                        r#"f=$1; s=$2; u=$3; p=$4; shift 4; exec "$@" 3>"$f" 4>"$s" 5<"$u" 6<"$p""#,
+                    )
                     .arg("sh")
                     .arg(info)
+                    .arg(status)
                     .arg(own_fd_path(&keeper.userns))
                     .arg(own_fd_path(&keeper.pidns));
             }
             Machine::PerCommand => {
                 command
-                    .arg(r#"f=$1; shift; exec "$@" 3>"$f""#)
+                    .arg(r#"f=$1; s=$2; shift 2; exec "$@" 3>"$f" 4>"$s""#)
                     .arg("sh")
-                    .arg(info);
+                    .arg(info)
+                    .arg(status);
             }
         }
-        bwrap.extend(CLOSE_FDS.iter().map(|a| (*a).to_owned()));
+        bwrap.extend(REPORTER.iter().map(|a| (*a).to_owned()));
         bwrap.push(cmd.to_owned());
         bwrap.extend(args.iter().cloned());
         command
@@ -314,29 +394,66 @@ impl Disk {
         command
     }
 
-    /// A FIFO for one process's info, fresh.
-    pub(crate) fn info_fifo(&self, n: u64) -> std::io::Result<PathBuf> {
-        let path = self.root.join("run").join(format!("info-{n}"));
+    /// A fresh FIFO for one process's `kind` (`info`: bubblewrap's, `status`: the
+    /// reporter's).
+    pub(crate) fn fifo(&self, kind: &str, n: u64) -> std::io::Result<PathBuf> {
+        let path = self.root.join("run").join(format!("{kind}-{n}"));
         let _ = std::fs::remove_file(&path);
         nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600))
             .map_err(std::io::Error::from)?;
         Ok(path)
     }
 
-    /// Reads a started command's pid from bwrap's info on `fifo` (blocks until bwrap wrote
-    /// it) and takes hold of the process (a pidfd), if it is still there and in the
-    /// sandbox's PID namespace. `n` tells it from the sandbox's other processes.
-    pub(crate) async fn read_proc(&self, fifo: PathBuf, n: u64) -> Option<Proc> {
-        let text = tokio::task::spawn_blocking(move || {
+    /// Takes hold of a started command (a pidfd), if it is still there and in the
+    /// sandbox's PID namespace: its reporter's pid from bwrap's info on `fifo` (blocks
+    /// until bwrap wrote it), then the reporter's child whose pid in the sandbox is the one
+    /// the reporter tells on `inside`. `n` tells it from the sandbox's other processes.
+    /// Returns it with its pid in the sandbox.
+    pub(crate) async fn read_proc(
+        &self,
+        fifo: PathBuf,
+        n: u64,
+        inside: tokio::sync::oneshot::Receiver<Option<u32>>,
+    ) -> Option<(Proc, u32)> {
+        let reporter = tokio::task::spawn_blocking(move || {
             let text = std::fs::read_to_string(&fifo).ok();
             let _ = std::fs::remove_file(&fifo);
-            text
+            child_pid(&text?)
         })
         .await
         .ok()??;
-        let host = child_pid(&text)?;
-        Some(Proc::hold(host, self.pidns, n))
+        let inside = inside.await.ok()??;
+        let pidns = self.pidns;
+        let proc = tokio::task::spawn_blocking(move || {
+            // Only the reporter's own child has it as parent, and the reporter, which
+            // forks once, has not reaped it while it runs: no other process matches.
+            let proc = child_of(reporter, inside)
+                .map_or_else(|| Proc::ended(n), |host| Proc::hold(host, pidns, n));
+            if proc.inside == inside {
+                proc
+            } else {
+                Proc::ended(n)
+            }
+        })
+        .await
+        .ok()?;
+        Some((proc, inside))
     }
+}
+
+/// The host pid of `parent`'s child whose pid in its own PID namespace is `inside`.
+fn child_of(parent: u32, inside: u32) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let host: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let status = std::fs::read_to_string(format!("/proc/{host}/status")).ok()?;
+            let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
+            let ppid: u32 = field("PPid:")?.trim().parse().ok()?;
+            let nspid: u32 = field("NSpid:")?.split_whitespace().last()?.parse().ok()?;
+            (ppid == parent && nspid == inside).then_some(host)
+        })
 }
 
 impl Keeper {
@@ -434,14 +551,22 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
+    /// A process that had ended before it was looked at: never signalled.
+    fn ended(n: u64) -> Self {
+        Self {
+            n,
+            inside: 0,
+            pidfd: None,
+            host: 0,
+        }
+    }
+
     /// Takes hold of host pid `host`: a pidfd, trusted only if the process it names is in
     /// the PID namespace `pidns` and was alive throughout the look.
     fn hold(host: u32, pidns: u64, n: u64) -> Self {
         let gone = Self {
-            n,
-            inside: 0,
-            pidfd: None,
             host,
+            ..Self::ended(n)
         };
         let Some(pid) = i32::try_from(host).ok().and_then(RawPid::from_raw) else {
             return gone;

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
-use super::{Disk, ENVD_PORT, Shared, fs, lock, record};
+use super::{Disk, ENVD_PORT, Shared, disk, fs, lock, record};
 
 /// Envelope flag of the stream's last message.
 const END_STREAM: u8 = 0x02;
@@ -116,6 +116,20 @@ async fn handle(
             return plain_error(429, "rate limit exceeded");
         }
         let html = st.faults.html_502;
+        if method == Method::POST
+            && uri.path() == "/files"
+            && st
+                .faults
+                .upload_limit
+                .is_some_and(|limit| body.len() > limit)
+        {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                [("content-type", "text/html")],
+                "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity Too Large</h1></center><hr><center>nginx</center></body></html>",
+            )
+                .into_response();
+        }
         match st.sandboxes.get(&id) {
             Some(s) if !s.paused => {
                 if port.as_deref() != Some(&ENVD_PORT.to_string()) {
@@ -276,10 +290,13 @@ async fn start(
         st.next += 1;
         st.next
     };
-    let fifo = match target.disk.info_fifo(n) {
-        Ok(fifo) => fifo,
-        Err(e) => return stream_error("internal", &format!("cannot make a FIFO: {e}")),
+    let (fifo, status) = match (target.disk.fifo("info", n), target.disk.fifo("status", n)) {
+        (Ok(fifo), Ok(status)) => (fifo, status),
+        (Err(e), _) | (_, Err(e)) => {
+            return stream_error("internal", &format!("cannot make a FIFO: {e}"));
+        }
     };
+    let report = disk::read_report(status.clone());
     let mut child = match target
         .disk
         .command(
@@ -287,18 +304,21 @@ async fn start(
             &args,
             &env,
             &cwd,
-            super::disk::Who {
+            disk::Who {
                 internet: target.internet,
                 root: user == "root",
             },
-            &fifo,
+            (&fifo, &status),
         )
         .spawn()
     {
         Ok(child) => child,
-        Err(e) => return stream_error("internal", &format!("cannot start the process: {e}")),
+        Err(e) => {
+            disk::release_fifo(&status);
+            return stream_error("internal", &format!("cannot start the process: {e}"));
+        }
     };
-    let Some(proc) = target.disk.read_proc(fifo, n).await else {
+    let Some((proc, inside)) = target.disk.read_proc(fifo, n, report.pid).await else {
         let _ = child.kill().await;
         let mut why = String::new();
         if let Some(mut stderr) = child.stderr.take() {
@@ -309,7 +329,6 @@ async fn start(
             &format!("the process did not start: {}", why.trim()),
         );
     };
-    let inside = proc.inside;
     let cut = {
         let mut st = lock(state);
         if let Some(s) = st.sandboxes.get_mut(&target.id) {
@@ -383,13 +402,18 @@ async fn start(
                 .await;
             return;
         }
-        let end = match status.ok().and_then(|s| s.code()) {
-            Some(0) => json!({"exited": true, "status": "exit status 0"}),
-            Some(code) => {
-                json!({"exitCode": code, "exited": true, "status": format!("exit status {code}"), "error": format!("exit status {code}")})
+        // How the command ended, as its reporter saw it; should it not say (it was
+        // killed itself), bubblewrap's status, which tells a signal N as 128 + N.
+        let ended = report.ended.await.ok().flatten().unwrap_or_else(|| {
+            match status.ok().and_then(|s| s.code()) {
+                Some(code) => disk::Ended::Exited(code),
+                None => disk::Ended::Signaled {
+                    signal: 9,
+                    core: false,
+                },
             }
-            None => json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"}),
-        };
+        });
+        let end = end_event(ended);
         let _ = tx
             .send(Ok(envelope(0, &json!({"event": {"end": end}}))))
             .await;
@@ -403,6 +427,67 @@ async fn start(
         .header("content-type", "application/connect+json")
         .body(Body::from_stream(body.boxed()))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The `end` event envd sends for a process that ended so: Go's `ProcessState` as
+/// envd's `Wait` reports it (`handler.go`): `exitCode` (omitted when 0; -1 for a signal),
+/// `exited` (omitted when false: killed by a signal), `status` (`exit status N`,
+/// `signal: killed`, `… (core dumped)`) and `error`, the same text, unless it exited 0.
+fn end_event(ended: disk::Ended) -> Value {
+    match ended {
+        disk::Ended::Exited(0) => json!({"exited": true, "status": "exit status 0"}),
+        disk::Ended::Exited(code) => {
+            let status = format!("exit status {code}");
+            json!({"exitCode": code, "exited": true, "status": status, "error": status})
+        }
+        disk::Ended::Signaled { signal, core } => {
+            let status = format!(
+                "signal: {}{}",
+                signal_name(signal),
+                if core { " (core dumped)" } else { "" }
+            );
+            json!({"exitCode": -1, "status": status, "error": status})
+        }
+    }
+}
+
+/// Go's name of a Linux signal (`syscall.Signal.String()`).
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        1 => "hangup",
+        2 => "interrupt",
+        3 => "quit",
+        4 => "illegal instruction",
+        5 => "trace/breakpoint trap",
+        6 => "aborted",
+        7 => "bus error",
+        8 => "floating point exception",
+        9 => "killed",
+        10 => "user defined signal 1",
+        11 => "segmentation fault",
+        12 => "user defined signal 2",
+        13 => "broken pipe",
+        14 => "alarm clock",
+        15 => "terminated",
+        16 => "stack fault",
+        17 => "child exited",
+        18 => "continued",
+        19 => "stopped (signal)",
+        20 => "stopped",
+        21 => "stopped (tty input)",
+        22 => "stopped (tty output)",
+        23 => "urgent I/O condition",
+        24 => "CPU time limit exceeded",
+        25 => "file size limit exceeded",
+        26 => "virtual timer expired",
+        27 => "profiling timer expired",
+        28 => "window changed",
+        29 => "I/O possible",
+        30 => "power failure",
+        31 => "bad system call",
+        other => return format!("signal {other}"),
+    };
+    name.to_owned()
 }
 
 /// Reads what is there (up to the buffer); `None` and the reader dropped at its end.
@@ -462,4 +547,39 @@ fn send_signal(state: &Shared, target: &Target, body: &[u8]) -> Response {
     };
     proc.signal(signal);
     axum::Json(json!({})).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_events_are_what_envd_sends() {
+        // envd's `Wait` (handler.go): ExitCode(), Exited(), String() of Go's ProcessState,
+        // and the error's text (the same) unless the process exited 0; proto3 JSON omits
+        // zero values.
+        assert_eq!(
+            end_event(disk::Ended::Exited(0)),
+            json!({"exited": true, "status": "exit status 0"})
+        );
+        assert_eq!(
+            end_event(disk::Ended::Exited(3)),
+            json!({"exitCode": 3, "exited": true, "status": "exit status 3", "error": "exit status 3"})
+        );
+        assert_eq!(
+            end_event(disk::Ended::Signaled {
+                signal: 9,
+                core: false
+            }),
+            json!({"exitCode": -1, "status": "signal: killed", "error": "signal: killed"})
+        );
+        assert_eq!(
+            end_event(disk::Ended::Signaled {
+                signal: 11,
+                core: true
+            })["status"],
+            "signal: segmentation fault (core dumped)"
+        );
+        assert_eq!(signal_name(34), "signal 34");
+    }
 }

@@ -22,7 +22,8 @@
 //! Every request on both planes is recorded ([`FakeE2b::requests`]), so a test can check
 //! that no credential was ever sent; [`Faults`] switch on the failure modes of the
 //! protocol reference (expired or killed sandboxes answer 404 on the control plane and
-//! 502 on envd, a 502 with an HTML body, a stream cut mid-way, 429 and capacity errors).
+//! 502 on envd, a 502 with an HTML body, a stream cut mid-way, 429 and capacity errors, a
+//! proxy's 413 for a large upload).
 
 mod control;
 mod disk;
@@ -93,6 +94,9 @@ pub struct Faults {
     pub control_down: bool,
     /// The next this many data-plane requests answer 429 (the proxy's rate limit).
     pub envd_429: u32,
+    /// Uploads (`POST /files`) of more bytes than this answer 413 with an HTML body, as a
+    /// proxy with a body limit in front of envd does.
+    pub upload_limit: Option<usize>,
 }
 
 /// What the fake knows of one sandbox.

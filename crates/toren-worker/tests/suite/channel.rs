@@ -87,7 +87,6 @@ impl Home {
                 kind: TERMINAL.into(),
                 address: "chat".into(),
             }),
-            start: None,
         };
         let run = RunId::new();
         let (_, lease) = store

@@ -78,7 +78,6 @@ fn created() -> RunCreated {
         input: "install it".into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

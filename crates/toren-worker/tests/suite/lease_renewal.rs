@@ -233,7 +233,6 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         input: "go".into(),
         session: None,
         channel: None,
-        start: None,
     };
     let run = RunId::new();
     let holder = holder::this_process();

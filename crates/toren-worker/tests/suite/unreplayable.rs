@@ -36,7 +36,6 @@ fn created() -> RunCreated {
         input: "do it".into(),
         session: None,
         channel: None,
-        start: None,
     }
 }
 

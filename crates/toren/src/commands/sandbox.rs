@@ -2,14 +2,15 @@
 //! containers and the reaper that removes those no run needs. The same sweep runs once a
 //! minute inside every `toren run` and `toren resume` that uses the docker backend. With
 //! `TOREN_SANDBOX=e2b`, `reap` sweeps this installation's E2B sandboxes instead (listed by
-//! metadata; those of finished runs, and day-old ones of unknown runs, are killed; a live
-//! run's and a session's never), also once a minute inside `toren run`/`resume` on e2b.
+//! metadata; those of finished runs and removed sessions, and day-old ones of unknown runs
+//! and sessions, are killed; a live run's and a live session's never), also once a minute
+//! inside `toren run`/`resume` on e2b.
 #![expect(
     clippy::print_stdout,
     reason = "containers and reaped ones are the command's data"
 )]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use serde_json::json;
@@ -102,15 +103,27 @@ pub(crate) async fn sweep_e2b(
             e2b_liveness(service, &sandbox.run).await?,
         );
     }
+    // Sessions listed after their sandboxes: a session whose sandbox was listed existed
+    // before it, so a session missing here was removed (or is of another store). Without
+    // a session store nothing is known of sessions, and every session's sandbox stays.
+    let sessions: Option<HashSet<String>> = match service.sessions().await {
+        Ok(all) => Some(all.into_iter().map(|s| s.id).collect()),
+        Err(toren_runtime::Error::NoSessions) => None,
+        Err(e) => return Err(e.into()),
+    };
     // A run the sweep did not see listed (created since) is live: never kill on doubt.
-    let liveness = |run: &str| {
+    let runs = |run: &str| {
         known
             .get(run)
             .copied()
             .unwrap_or(toren_sandbox_e2b::RunLiveness::Live)
     };
+    let sessions = |key: &str| match &sessions {
+        Some(ids) if !ids.contains(key) => toren_sandbox_e2b::SessionLiveness::Unknown,
+        _ => toren_sandbox_e2b::SessionLiveness::Live,
+    };
     Ok(e2b
-        .reap(liveness, toren_sandbox_e2b::ORPHAN_AGE, dry_run)
+        .reap(runs, sessions, toren_sandbox_e2b::ORPHAN_AGE, dry_run)
         .await?)
 }
 
@@ -248,12 +261,6 @@ async fn reap_e2b(settings: &toren_config::Settings, dry_run: bool) -> Result<u8
         .await
         .map_err(Failure::failed)?;
     for (sandbox, reason, killed) in &swept {
-        let reason = match reason {
-            toren_sandbox_e2b::ReapReason::RunFinished => "its run is finished".to_owned(),
-            toren_sandbox_e2b::ReapReason::Orphaned { age } => {
-                format!("no known run, {} h old", age.as_secs() / 3600)
-            }
-        };
         let outcome = match (dry_run, killed) {
             (true, _) => "would kill",
             (false, true) => "killed",
@@ -264,7 +271,7 @@ async fn reap_e2b(settings: &toren_config::Settings, dry_run: bool) -> Result<u8
     #[expect(clippy::print_stderr, reason = "a summary for people")]
     {
         eprintln!(
-            "{} E2B sandbox(es) {}; a live run's and a session's are never touched",
+            "{} E2B sandbox(es) {}; a live run's and a live session's are never touched",
             swept.len(),
             if dry_run { "would be killed" } else { "reaped" }
         );

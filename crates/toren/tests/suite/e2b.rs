@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::Value;
-use toren_test_support::e2b::{ENVD_VERSION, FakeE2b};
+use toren_test_support::e2b::{ENVD_VERSION, FakeE2b, Faults};
 
 use super::common::{Toren, read, text};
 use super::scripted::{WORK_AGENT, WORK_SCRIPT};
@@ -82,6 +82,15 @@ fn scripted_work_completes_in_an_e2b_sandbox_and_no_credential_reaches_it() {
         );
         if request.plane == "envd" {
             assert!(!text.contains(KEY), "the E2B key reached a sandbox: {text}");
+            // No deadline of E2B's for a command (the SDKs' 60 s trap): Toren's own
+            // timeout kills it.
+            assert!(
+                !request
+                    .headers
+                    .iter()
+                    .any(|(name, _)| name.eq_ignore_ascii_case("connect-timeout-ms")),
+                "{text}"
+            );
         }
     }
 }
@@ -135,7 +144,11 @@ fn a_killed_toren_is_resumed_in_the_same_sandbox() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(text(&out.stdout), "went on\n");
     let events = toren.events(&run);
-    assert_eq!(provisioned(&events), vec![id], "one sandbox, reconnected");
+    assert_eq!(
+        provisioned(&events),
+        vec![id.clone()],
+        "one sandbox, reconnected"
+    );
     let done = events
         .iter()
         .rfind(|e| e["type"] == "tool_completed")
@@ -149,7 +162,20 @@ fn a_killed_toren_is_resumed_in_the_same_sandbox() {
         "{done}"
     );
     assert_eq!(fake.calls("create"), 1);
-    assert!(fake.calls("connect") >= 1);
+    // On the server: the resuming process connected to that very sandbox, and only to it.
+    let connects: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.plane == "control" && r.method == "POST" && r.uri.ends_with("/connect"))
+        .map(|r| r.uri)
+        .collect();
+    assert!(
+        !connects.is_empty()
+            && connects
+                .iter()
+                .all(|uri| *uri == format!("/sandboxes/{id}/connect")),
+        "{connects:?}"
+    );
     assert_eq!(fake.sandboxes(), Vec::<String>::new());
 }
 
@@ -331,4 +357,72 @@ fn the_reaper_kills_sandboxes_of_finished_runs_and_leaves_live_ones() {
         format!("killed: {live} (run {run}): its run is finished\n")
     );
     assert_eq!(fake.sandboxes(), Vec::<String>::new());
+}
+
+#[test]
+fn a_live_sessions_paused_sandbox_is_kept_by_the_reaper_and_a_removed_ones_reaped() {
+    use toren_test_support::{FakeAnthropic, Reply};
+    let model = FakeAnthropic::start(Reply::turns(vec![
+        answer(
+            "",
+            Some((
+                "write_file",
+                serde_json::json!({"path": "notes.txt", "content": "day one\n"}),
+            )),
+        ),
+        answer("I wrote notes.txt.", None),
+    ]))
+    .unwrap();
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake)
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", &model.base_url());
+    toren.agent(
+        "claude",
+        "name: claude\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n",
+    );
+    let out = chat(&toren, &["chat", "s", "--agent", "claude"], "make a note\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let ids = fake.sandboxes();
+    assert_eq!(ids.len(), 1);
+    let id = ids[0].clone();
+    assert_eq!(fake.paused(&id), Some(true));
+    let turn = fake.metadata(&id).unwrap()["toren_run"].clone();
+
+    // The session lives: its paused sandbox stays, though the turn that made it finished.
+    let out = toren.run(&["sandbox", "reap"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "");
+    assert_eq!(
+        fake.sandboxes(),
+        vec![id.clone()],
+        "a live session's sandbox"
+    );
+
+    // Removed while E2B could not be reached: the session goes, its sandbox is left.
+    fake.set_faults(Faults {
+        control_down: true,
+        ..Faults::default()
+    });
+    let out = toren.run(&["sessions", "rm", "s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    fake.set_faults(Faults::default());
+    assert_eq!(fake.sandboxes(), vec![id.clone()], "left behind");
+
+    // The reaper collects it: the store knows its turn, not its session.
+    let out = toren.run(&["sandbox", "reap", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("would kill: {id} (run {turn}): its session was removed\n")
+    );
+    assert_eq!(fake.sandboxes(), vec![id.clone()]);
+    let out = toren.run(&["sandbox", "reap"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("killed: {id} (run {turn}): its session was removed\n")
+    );
+    assert_eq!(fake.sandboxes(), Vec::<String>::new());
+    assert!(fake.is_gone(&id));
 }
