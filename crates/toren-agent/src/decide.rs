@@ -20,6 +20,14 @@ impl RunState {
                 status: self.status,
             };
         }
+        if let Some(rewound) = &self.session_rewind {
+            // Its restore is done before any action (`restore_due`); then it is over.
+            return Action::Complete {
+                event: RunCompleted {
+                    output: crate::rewind::session_rewind_note(rewound),
+                },
+            };
+        }
         if let Some(call) = self
             .pending
             .iter()

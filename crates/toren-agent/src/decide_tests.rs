@@ -106,6 +106,7 @@ fn an_agent_without_a_sandbox_is_told_it_has_no_tools() {
         input: c.input,
         session: None,
         channel: None,
+        start: None,
     });
     let s = state(vec![no_tools.clone()]);
     assert!(matches!(

@@ -51,6 +51,29 @@ impl Line {
     }
 }
 
+/// A session's rewind turn (see `TurnStart`): its restore is due from its first event
+/// until the next is folded (the driver restores, then completes it).
+pub(crate) fn start_session_rewind(state: &mut RunState, rewound: Option<Rewound>) {
+    if let Some(r) = &rewound {
+        state.line.due = r.checkpoint.clone();
+    }
+    state.session_rewind = rewound;
+}
+
+/// What a session's rewind turn says when it completes.
+pub(crate) fn session_rewind_note(rewound: &Rewound) -> String {
+    let step = toren_protocol::TurnStart::step_name(rewound.turn.unwrap_or(0), rewound.to);
+    let workspace = match &rewound.checkpoint {
+        Some(id) => format!("workspace restored to checkpoint {id}"),
+        None => "workspace unchanged since".to_owned(),
+    };
+    if rewound.to == 0 {
+        format!("the session went back to before turn {step} ({workspace})")
+    } else {
+        format!("the session went back to step {step} ({workspace})")
+    }
+}
+
 /// Records the step just folded if the run can continue from it.
 pub(crate) fn mark(state: &mut RunState) {
     let fresh = state
@@ -142,6 +165,22 @@ impl RunState {
     /// turns or right after a model answer).
     pub fn rewind_targets(&self) -> Vec<u64> {
         self.line.points.iter().map(|p| p.seq).collect()
+    }
+
+    /// The steps of [`RunState::rewind_targets`] where no tool call was pending: where a
+    /// person's next message can follow (a session goes back to those).
+    pub fn quiet_targets(&self) -> Vec<u64> {
+        self.line
+            .points
+            .iter()
+            .filter(|p| p.pending.is_empty())
+            .map(|p| p.seq)
+            .collect()
+    }
+
+    /// The rewind this run, a session's rewind turn, makes (`TurnStart::rewound`).
+    pub fn session_rewind(&self) -> Option<&Rewound> {
+        self.session_rewind.as_ref()
     }
 
     /// Whether the conversation at step `to` is reachable by a rewind, and if not why.

@@ -13,6 +13,7 @@ fn rewound(to: u64, checkpoint: Option<&str>) -> EventKind {
         to,
         checkpoint: checkpoint.map(str::to_owned),
         by: Some("alice via cli".into()),
+        turn: None,
     })
 }
 

@@ -97,6 +97,9 @@ pub struct RunState {
     pub(crate) budget: crate::budget::BudgetFold,
     /// The approval requests the run's current wait still has open.
     pub(crate) waiting: toren_protocol::Waiting,
+    /// This run is a session's rewind turn, going back to the step this names
+    /// (`TurnStart::rewound`): it restores the workspace and completes, calling no model.
+    pub(crate) session_rewind: Option<toren_protocol::Rewound>,
 }
 
 impl RunState {
@@ -115,9 +118,13 @@ impl RunState {
             return Err(Error::NotCreated(first.run_id.to_string()));
         };
         let mut messages = history.to_vec();
-        messages.push(Message::User {
-            text: created.input.clone(),
-        });
+        // A session's rewind turn has no input: it only takes the session back.
+        let session_rewind = created.start.as_ref().and_then(|s| s.rewound.clone());
+        if session_rewind.is_none() {
+            messages.push(Message::User {
+                text: created.input.clone(),
+            });
+        }
         // Ids stay unique across the whole conversation the model sees.
         let used_ids = history
             .iter()
@@ -153,7 +160,9 @@ impl RunState {
                 created.agent.budget.map(|b| b.limits).unwrap_or_default(),
                 first.at,
             ),
+            session_rewind: None,
         };
+        crate::rewind::start_session_rewind(&mut state, session_rewind);
         crate::rewind::mark(&mut state);
         for event in rest {
             state.apply(event)?;

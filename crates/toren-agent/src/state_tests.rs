@@ -39,6 +39,7 @@ pub(crate) fn created(approval: ApprovalPolicy) -> EventKind {
         input: "do it".into(),
         session: None,
         channel: None,
+        start: None,
     })
 }
 

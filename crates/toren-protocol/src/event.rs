@@ -166,6 +166,10 @@ pub struct RunCreated {
     /// `send_to_channel` tells the agent there is no chat to send to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<ChannelBinding>,
+    /// How a session's turn began (see [`TurnStart`]); `None` for a run that is no turn,
+    /// and for turns recorded before turns were checkpointed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<crate::TurnStart>,
 }
 
 /// A run that is one turn of a session.

@@ -42,7 +42,7 @@ pub use ids::{InvalidRunId, RunId};
 pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usage, wire_ids};
 pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window, known_pricing};
 pub use network::{EgressPolicy, HostPattern, HostVerdict};
-pub use rewind::Rewound;
+pub use rewind::{Rewound, TurnStart};
 pub use secrets::{SECRET_PLACEHOLDER, SecretRule};
 pub use status::{RunStatus, UnknownStatus};
 pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};

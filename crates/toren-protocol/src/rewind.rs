@@ -22,4 +22,39 @@ pub struct Rewound {
     /// Who asked and through which door (`alice via cli`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// Set when a session was rewound (in its rewind turn's [`TurnStart`]): the turn `to`
+    /// is a step of, and `to` is that turn run's `seq` (0: before the turn began).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+}
+
+/// How a session's turn began, pinned in its `run_created`.
+///
+/// A session's turns are runs of their own, so a session goes back to an earlier step by
+/// a turn of its own: a *rewind turn*, whose `rewound` says where the conversation
+/// continues from and which checkpoint the workspace is restored to. Recording it in the
+/// turn's `run_created` makes the intent durable in the same write that checks that no
+/// other turn runs; whoever drives the rewind turn restores the workspace (idempotent, so
+/// again after a crash) and then completes it, and the session's later turns continue the
+/// conversation from that step. A rewind turn has no input and calls no model.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStart {
+    /// The workspace checkpoint taken just before the turn began (`None`: checkpoints are
+    /// off, the workspace is not on the host that made the turn, or taking it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// This turn is a rewind of the session, to the step it names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewound: Option<Rewound>,
+}
+
+impl TurnStart {
+    /// How a session step reads: `3` before turn 3 began, `3.7` after event 7 of turn 3.
+    pub fn step_name(turn: u32, seq: u64) -> String {
+        if seq == 0 {
+            turn.to_string()
+        } else {
+            format!("{turn}.{seq}")
+        }
+    }
 }

@@ -35,6 +35,8 @@ pub enum Error {
     },
     #[error("nothing to raise for run {run}: give an amount of tokens, dollars or wall time")]
     NothingToRaise { run: RunId },
+    #[error("session `{session}` cannot be rewound: {why}")]
+    SessionRewind { session: String, why: String },
     #[error(transparent)]
     Store(#[from] toren_store::Error),
     #[error(transparent)]
@@ -49,6 +51,7 @@ impl Error {
             | Self::NoPendingApproval { .. }
             | Self::NoSuchLimit { .. }
             | Self::NothingToRaise { .. }
+            | Self::SessionRewind { .. }
             | Self::BadSessionName { .. } => true,
             Self::Store(e) => matches!(
                 e,

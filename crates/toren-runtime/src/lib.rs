@@ -18,6 +18,8 @@ mod policy;
 mod queries;
 mod rewind;
 mod service;
+mod session_line;
+mod session_rewind;
 mod sessions;
 mod workers;
 
@@ -27,5 +29,7 @@ pub use error::{Error, Result};
 pub use follow::{Follow, Followed, Moves, Notifier};
 pub use policy::{PolicySettings, resolve_policy};
 pub use service::{Actor, Created, RunService, RunView, ServiceSettings};
+pub use session_line::LineTurn;
+pub use session_rewind::{SessionRewound, SessionStep};
 pub use sessions::{Sent, SessionView};
 pub use workers::PassedOverBy;

@@ -195,6 +195,7 @@ impl RunService {
             input,
             session: None,
             channel,
+            start: None,
         };
         Ok((run_id, created))
     }

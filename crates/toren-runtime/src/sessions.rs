@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use toren_agent::RunState;
-use toren_protocol::{AgentSpec, ChannelBinding, Message, RunCreated, RunId, SessionTurn};
+use toren_protocol::{
+    AgentSpec, ChannelBinding, Message, RunCreated, RunId, SessionTurn, TurnStart,
+};
 use toren_sandbox::Workspace;
 use toren_store::{Session, SessionStore, SessionTurnRow};
 
@@ -53,7 +55,7 @@ fn check_name(name: &str) -> Result<()> {
 }
 
 impl RunService {
-    fn session_store(&self) -> Result<&Arc<dyn SessionStore>> {
+    pub(crate) fn session_store(&self) -> Result<&Arc<dyn SessionStore>> {
         self.sessions.as_ref().ok_or(Error::NoSessions)
     }
 
@@ -184,7 +186,7 @@ impl RunService {
             .start_next_queued(
                 &session.id,
                 &run_id,
-                self.turn_created(session, String::new(), channel),
+                self.turn_created(session, String::new(), channel).await,
                 holder,
                 self.settings.lease_ttl,
             )
@@ -206,19 +208,28 @@ impl RunService {
     }
 
     /// The `run_created` of a turn of `session` with `input`, bound to `channel` (the store
-    /// fills in the turn).
-    fn turn_created(
+    /// fills in the turn), with a checkpoint of the workspace taken now, before the turn
+    /// begins (`TurnStart::checkpoint`; a rewind goes back to it).
+    pub(crate) async fn turn_created(
         &self,
         session: &Session,
         input: String,
         channel: Option<ChannelBinding>,
     ) -> RunCreated {
+        let checkpoint = match &session.policy {
+            Some(policy) => toren_worker::checkpoint_workspace(policy).await,
+            None => None,
+        };
         RunCreated {
             agent: session.agent.clone(),
             policy: session.policy.clone(),
             input,
             session: None,
             channel,
+            start: Some(TurnStart {
+                checkpoint,
+                rewound: None,
+            }),
         }
     }
 
@@ -234,7 +245,7 @@ impl RunService {
         // The conversation of every ended turn is recorded before a new one starts.
         self.record_ended_turns(session).await?;
         let run_id = RunId::new();
-        let created = self.turn_created(session, text.to_owned(), channel);
+        let created = self.turn_created(session, text.to_owned(), channel).await;
         match store
             .create_turn_keyed(
                 &session.id,
@@ -265,7 +276,7 @@ impl RunService {
 
     /// Records the conversation of each ended turn not recorded yet, in order: its own
     /// messages, folded from its log on top of the turns before it.
-    async fn record_ended_turns(&self, session: &Session) -> Result<()> {
+    pub(crate) async fn record_ended_turns(&self, session: &Session) -> Result<()> {
         let store = self.session_store()?;
         let turns = store.turns(&session.id).await?;
         let recorded: std::collections::BTreeSet<u32> = store
@@ -290,11 +301,13 @@ impl RunService {
         Ok(())
     }
 
+    /// The conversation turn `turn` continues: the session's line before it
+    /// (`session_line`: its recorded turns, after its rewinds).
     async fn conversation_before(&self, session_id: &str, turn: u32) -> Result<Vec<Message>> {
         Ok(self
-            .session_store()?
-            .conversation(session_id, turn)
+            .line_before(session_id, turn)
             .await?
+            .conversation
             .into_iter()
             .map(|(_, message)| message)
             .collect())
@@ -303,10 +316,7 @@ impl RunService {
     /// The whole conversation of the session so far (ended turns), for display.
     pub async fn conversation(&self, session: &Session) -> Result<Vec<(u32, Message)>> {
         self.record_ended_turns(session).await?;
-        Ok(self
-            .session_store()?
-            .conversation(&session.id, u32::MAX)
-            .await?)
+        Ok(self.line_before(&session.id, u32::MAX).await?.conversation)
     }
 }
 

@@ -22,6 +22,7 @@ mod redact;
 mod rewind;
 mod runs;
 mod session_events;
+mod session_rewind;
 mod sessions;
 mod tokens;
 mod web;
@@ -106,6 +107,7 @@ fn guarded_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::create, sessions::list))
         .routes(routes!(sessions::get, sessions::delete))
         .routes(routes!(sessions::send))
+        .routes(routes!(session_rewind::rewind))
         .routes(routes!(session_events::events))
         .routes(routes!(files::session_root))
         .routes(routes!(files::session_root_slash))

@@ -160,7 +160,8 @@ fn request_bodies_refuse_unknown_members_and_routes_use_openapi_templates() {
             "Decision",
             "Message",
             "RaiseBudget",
-            "RewindRequest"
+            "RewindRequest",
+            "SessionRewindRequest"
         ]
     );
 }

@@ -380,6 +380,21 @@ function sessionPage() {
       result.textContent = err.message;
     }
   });
+  // Rewind: the workspace and the conversation back to before a turn, as one unit.
+  for (const button of document.querySelectorAll("button.rewind-turn")) {
+    button.addEventListener("click", async () => {
+      const step = button.dataset.step;
+      const said = document.getElementById("rewind-result");
+      if (!window.confirm("Rewind the session to before turn " + step + "? Its workspace and conversation go back to how they were then.")) return;
+      try {
+        const doc = await post("/ui/api/sessions/" + encodeURIComponent(form.dataset.session) + "/rewind", { to: step });
+        said.textContent = "rewound to before turn " + doc.step + (doc.checkpoint ? " (workspace restored)" : " (workspace unchanged)");
+        window.location.reload();
+      } catch (err) {
+        said.textContent = err.message;
+      }
+    });
+  }
 }
 
 document.addEventListener("DOMContentLoaded", () => {

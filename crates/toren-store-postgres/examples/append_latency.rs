@@ -32,6 +32,7 @@ fn created() -> RunCreated {
         input: "measure".into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

@@ -18,3 +18,39 @@ pub fn checkpoint_policy(
         keep: usize::try_from(pinned.keep).unwrap_or(usize::MAX).max(1),
     }))
 }
+
+/// A checkpoint of the workspace `policy` pins, if it is on this host (a `local` or
+/// `docker` backend, its directory here) and checkpoints are on: a session's turn takes one
+/// before it begins. A checkpoint that fails is logged and `None` comes back: undo is lost
+/// for that step, the turn is not.
+pub async fn checkpoint_workspace(policy: &ResolvedPolicy) -> Option<String> {
+    if !matches!(policy.backend.as_str(), "local" | "docker") {
+        return None;
+    }
+    let workspace = std::path::PathBuf::from(policy.workspace.as_ref()?);
+    if !workspace.is_dir() {
+        return None;
+    }
+    let checkpoints = match checkpoint_policy(policy) {
+        Ok(policy) => policy?,
+        Err(error) => {
+            tracing::warn!(%error, "the pinned checkpoint policy does not parse; no checkpoint");
+            return None;
+        }
+    };
+    let taken = tokio::task::spawn_blocking(move || checkpoints.checkpoint(&workspace)).await;
+    match taken {
+        Ok(Ok(checkpoint)) => {
+            tracing::debug!(checkpoint = %checkpoint.id, hashed = checkpoint.stats.hashed, "workspace checkpoint before a turn");
+            Some(checkpoint.id)
+        }
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "workspace checkpoint before a turn failed; the turn goes on without one");
+            None
+        }
+        Err(error) => {
+            tracing::warn!(%error, "workspace checkpoint task failed; the turn goes on without one");
+            None
+        }
+    }
+}

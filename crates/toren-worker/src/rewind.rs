@@ -64,6 +64,7 @@ async fn rewind_held(
         to,
         checkpoint: checkpoint.clone(),
         by,
+        turn: None,
     });
     let appended = store.append(lease, state.last_seq, vec![kind]).await?;
     for event in &appended {
@@ -75,6 +76,32 @@ async fn rewind_held(
         to,
         checkpoint,
     })
+}
+
+/// Carries out a session's rewind turn held by `lease` (its `run_created` names the step
+/// and the checkpoint, `TurnStart::rewound`): the workspace restored (idempotent), then the
+/// turn completed. The same as a worker driving it does, for the front door that made it;
+/// a process killed in between leaves it for whoever drives the turn next.
+pub async fn complete_rewind_turn(store: &dyn EventLog, lease: &Lease) -> Result<u64, Error> {
+    let events = store.read(&lease.run_id, 0).await?;
+    let mut state = RunState::from_events(&events)?;
+    if state.session_rewind().is_none() {
+        return Err(Error::Rewind {
+            run: lease.run_id.to_string(),
+            why: "it is not a session's rewind turn".to_owned(),
+        });
+    }
+    restore_if_due(&state).await?;
+    let toren_agent::Action::Complete { event } = state.next_action() else {
+        return Ok(state.last_seq);
+    };
+    let appended = store
+        .append(lease, state.last_seq, vec![EventKind::RunCompleted(event)])
+        .await?;
+    for event in &appended {
+        state.apply(event)?;
+    }
+    Ok(state.last_seq)
 }
 
 /// Checks that `to` can be gone back to and finds the checkpoint to restore: the one taken

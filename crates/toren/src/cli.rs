@@ -51,8 +51,9 @@ pub(crate) enum Command {
     Events(EventsArgs),
     /// Show what changed in a run's workspace between two steps (from its checkpoints).
     Diff(DiffArgs),
-    /// Take a run back to an earlier step: its workspace and its conversation as they were
-    /// then (later events stay in the log); `toren resume` continues it from there.
+    /// Take a run or a session back to an earlier step: its workspace and its conversation
+    /// as they were then (later events stay in the log); `toren resume` continues a run,
+    /// the session's next message continues a session.
     Rewind(RewindArgs),
     /// Approve a bash command a run is waiting on.
     Approve(DecideArgs),
@@ -310,12 +311,14 @@ pub(crate) struct EventsArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RewindArgs {
-    /// The run id.
+    /// The run id, or a session's name.
     pub(crate) run: String,
-    /// The step to go back to (an event's seq, see `toren events`): between turns, or
-    /// right after a model answer.
+    /// The step to go back to. For a run: an event's seq (see `toren events`), between
+    /// turns or right after a model answer. For a session: TURN (before that turn began,
+    /// e.g. 3) or TURN.SEQ (after event SEQ of that turn's run, e.g. 3.7; a step with no
+    /// tool call pending); `toren sessions show` lists the turns.
     #[arg(long)]
-    pub(crate) to: u64,
+    pub(crate) to: String,
 }
 
 #[derive(Debug, Args)]

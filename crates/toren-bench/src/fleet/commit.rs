@@ -66,6 +66,7 @@ async fn measure(
         input: "commit cost".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let (_, lease) = store
         .create_run(&RunId::new(), created, HOLDER, TTL)

@@ -41,6 +41,7 @@ fn created(n: usize) -> RunCreated {
         input: format!("run {n}"),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

@@ -104,6 +104,7 @@ pub(crate) async fn drive(
         input: "run true".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let (_, lease) = store
         .create_run(&run, created, "toren-bench", Duration::from_secs(60))

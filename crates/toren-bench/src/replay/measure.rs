@@ -340,6 +340,7 @@ pub(crate) async fn build_log(path: &Path, events: usize) -> anyhow::Result<(Run
         input: "replay me".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let (_, lease) = store.create_run(&run, created, "builder", TTL).await?;
     let mut seq = 1;

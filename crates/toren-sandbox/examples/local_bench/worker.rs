@@ -112,6 +112,7 @@ pub(crate) async fn tool_call(
         input: "run true".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let (_, lease) = store
         .create_run(&run, created, "local-bench", Duration::from_secs(60))

@@ -351,17 +351,26 @@ pub(crate) async fn session(
         esc(&session.agent.name),
         url(&session.id)
     );
+    // The turns the conversation is made of now (a rewind leaves later ones behind).
+    let line = state.service.session_line(&session).await?;
     for turn in &view.turns {
         let events = state.service.events(&turn.run_id, 0).await?;
         let status = status_name(turn.status);
+        let on_line = line.iter().any(|t| t.turn == turn.turn);
         let _ = write!(
             body,
-            "<li class=\"turn\" data-run=\"{}\" data-turn=\"{}\">",
+            "<li class=\"turn{}\" data-run=\"{}\" data-turn=\"{}\">",
+            if on_line { "" } else { " left-behind" },
             esc(turn.run_id.as_str()),
             turn.turn
         );
         for event in &events {
             match &event.kind {
+                EventKind::RunCreated(c)
+                    if c.start.as_ref().is_some_and(|s| s.rewound.is_some()) =>
+                {
+                    body.push_str("<div class=\"meta rewind-note\">rewind of the session</div>");
+                }
                 EventKind::RunCreated(c) => {
                     let _ = write!(
                         body,
@@ -388,16 +397,24 @@ pub(crate) async fn session(
         }
         let _ = write!(
             body,
-            "<p class=\"meta\">turn {} · <a href=\"/ui/runs/{}\">run</a> · <span class=\"status status-{status}\">{}</span></p></li>",
+            "<p class=\"meta\">turn {} · <a href=\"/ui/runs/{}\">run</a> · <span class=\"status status-{status}\">{}</span>{}</p></li>",
             turn.turn,
             url(turn.run_id.as_str()),
-            status.replace('_', " ")
+            status.replace('_', " "),
+            if on_line {
+                format!(
+                    " · <button type=\"button\" class=\"rewind-turn\" data-step=\"{}\" title=\"The workspace and the conversation as they were before this turn\">Rewind to before turn {}</button>",
+                    turn.turn, turn.turn
+                )
+            } else {
+                " · left behind by a rewind".to_owned()
+            }
         );
     }
     body.push_str("</ol>");
     let _ = write!(
         body,
-        "<form id=\"send\" class=\"send\" data-session=\"{}\"><textarea id=\"message\" rows=\"3\" placeholder=\"Your next message\" required></textarea><button type=\"submit\" id=\"send-button\">Send</button><span id=\"send-result\" class=\"muted\"></span></form>",
+        "<p id=\"rewind-result\" class=\"muted\"></p><form id=\"send\" class=\"send\" data-session=\"{}\"><textarea id=\"message\" rows=\"3\" placeholder=\"Your next message\" required></textarea><button type=\"submit\" id=\"send-button\">Send</button><span id=\"send-result\" class=\"muted\"></span></form>",
         esc(&session.id)
     );
     // The workspace's top directory, under the chat.

@@ -30,6 +30,7 @@ fn created() -> RunCreated {
         input: "hi".into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

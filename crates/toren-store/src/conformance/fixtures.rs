@@ -71,6 +71,7 @@ pub(super) fn run_created(input: &str) -> RunCreated {
         input: input.to_owned(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

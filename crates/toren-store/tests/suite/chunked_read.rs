@@ -32,6 +32,7 @@ fn created() -> RunCreated {
         input: "read me back".into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

@@ -180,6 +180,7 @@ fn expected() -> Vec<Event> {
                 input: s("How many Rust files are in the project?"),
                 session: None,
                 channel: None,
+                start: None,
             }),
         ),
         event(
@@ -297,6 +298,7 @@ fn expected() -> Vec<Event> {
                 input: s("Summarize yesterday's notes."),
                 session: None,
                 channel: None,
+                start: None,
             }),
         ),
         event(
@@ -348,6 +350,7 @@ fn expected() -> Vec<Event> {
                 input: s("Free some disk space."),
                 session: None,
                 channel: None,
+                start: None,
             }),
         ),
         event(
@@ -498,6 +501,7 @@ fn compacted_run() -> Vec<Event> {
                 input: s("Summarise the build logs."),
                 session: None,
                 channel: None,
+                start: None,
             }),
         ),
         event(
@@ -618,6 +622,7 @@ fn delivering_run() -> Vec<Event> {
                     kind: s("terminal"),
                     address: s("weekly"),
                 }),
+                start: None,
             }),
         ),
         event(
@@ -783,6 +788,7 @@ fn rewound() -> Vec<Event> {
             to: 4,
             checkpoint: Some(s("01jqz7f0a2c4e6g8j0m2p4r6t8")),
             by: Some(s("ana via cli")),
+            turn: None,
         }),
     )]
 }

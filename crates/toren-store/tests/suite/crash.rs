@@ -73,6 +73,7 @@ async fn crash_child() {
         input: "write, then die".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let (event, lease) = store
         .create_run(&run_id, created, "crasher:1", Duration::from_secs(60))

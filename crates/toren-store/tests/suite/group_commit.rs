@@ -30,6 +30,7 @@ fn created() -> RunCreated {
         input: "go".into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

@@ -29,6 +29,7 @@ fn turn(text: &str) -> RunCreated {
         input: text.into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

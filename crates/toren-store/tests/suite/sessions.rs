@@ -42,6 +42,7 @@ fn turn_input(text: &str) -> RunCreated {
         input: text.into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn created(input: &str) -> RunCreated {
         input: input.into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

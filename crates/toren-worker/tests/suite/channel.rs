@@ -87,6 +87,7 @@ impl Home {
                 kind: TERMINAL.into(),
                 address: "chat".into(),
             }),
+            start: None,
         };
         let run = RunId::new();
         let (_, lease) = store

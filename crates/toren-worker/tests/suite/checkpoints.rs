@@ -79,6 +79,7 @@ async fn drive_script(
         input: "go".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let run = RunId::new();
     let ttl = Duration::from_secs(30);

@@ -207,6 +207,7 @@ async fn drive_with_conflict(conflict_on: &'static str) -> (Vec<Event>, String) 
         input: "go".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let run = RunId::new();
     let ttl = Duration::from_secs(30);

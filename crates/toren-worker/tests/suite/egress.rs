@@ -78,6 +78,7 @@ fn created() -> RunCreated {
         input: "install it".into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

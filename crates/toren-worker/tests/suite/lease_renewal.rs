@@ -233,6 +233,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         input: "go".into(),
         session: None,
         channel: None,
+        start: None,
     };
     let run = RunId::new();
     let holder = holder::this_process();

@@ -36,6 +36,7 @@ fn created() -> RunCreated {
         input: "do it".into(),
         session: None,
         channel: None,
+        start: None,
     }
 }
 

@@ -379,4 +379,9 @@ impl Chat {
     pub(crate) fn actor(&self) -> &Actor {
         &self.actor
     }
+
+    /// This process as a lease holder.
+    pub(crate) fn holder(&self) -> String {
+        self.host.holder()
+    }
 }

@@ -1,10 +1,14 @@
-//! `toren rewind RUN --to STEP`: the run's workspace and conversation go back to step STEP
-//! together (the run service does it under the run's lease, intent first; see
-//! `toren_worker::rewind`). Refused while a live process drives the run, and with the
-//! steps it can go back to when STEP is not one. `toren resume RUN` continues from there.
+//! `toren rewind RUN|SESSION --to STEP`: a run's or a session's workspace and conversation
+//! go back to step STEP together (the run service does it, intent first; see
+//! `toren_worker::rewind` and `toren_runtime::SessionStep`). For a run STEP is an event's
+//! seq and `toren resume RUN` continues from there; for a session STEP is `TURN` (before
+//! that turn began) or `TURN.SEQ` (after event SEQ of that turn's run) and the session's
+//! next message continues from there. Refused while a live process drives the run (or the
+//! session's turn), and with the steps it can go back to when STEP is not one.
 
 use anyhow::anyhow;
-use toren_runtime::Actor;
+use toren_protocol::RunId;
+use toren_runtime::{Actor, RunService, SessionStep};
 use toren_worker::holder;
 
 use crate::cli::RewindArgs;
@@ -12,46 +16,108 @@ use crate::exit::Failure;
 use crate::wiring;
 
 pub(crate) async fn rewind(args: &RewindArgs) -> Result<u8, Failure> {
-    let run_id = args.run.parse().map_err(|e| {
-        Failure::usage(anyhow!(
-            "{e}; `toren rewind` takes a run id (rewinding a session by name is not built yet: \
-             rewind its latest turn's run, from `toren sessions show`)"
-        ))
-    })?;
     let settings = wiring::settings()?;
     let service = wiring::service_for(&settings).await?;
     let actor = Actor {
         by: settings.user.clone(),
         via: "cli".to_owned(),
     };
-    let outcome = match service
-        .rewind(&run_id, args.to, &actor, &holder::this_process())
+    match args.run.parse::<RunId>() {
+        Ok(run_id) => rewind_run(&service, &run_id, &args.to, &actor).await,
+        Err(_) => rewind_session(&service, &args.run, &args.to, &actor).await,
+    }
+}
+
+async fn rewind_run(
+    service: &RunService,
+    run_id: &RunId,
+    to: &str,
+    actor: &Actor,
+) -> Result<u8, Failure> {
+    let to: u64 = to.parse().map_err(|_| {
+        Failure::usage(anyhow!(
+            "`{to}` is not a step of a run: give an event's seq (see `toren events {run_id}`)"
+        ))
+    })?;
+    let outcome = service
+        .rewind(run_id, to, actor, &holder::this_process())
         .await
-    {
-        Ok(outcome) => outcome,
-        Err(toren_runtime::Error::Worker(toren_worker::Error::Store(
-            toren_store::Error::Leased {
-                holder, expires_at, ..
-            },
-        ))) => {
-            return Err(Failure::failed(anyhow!(
-                "run {run_id} is being driven by {holder} (lease until {expires_at:.0}); stop \
-                 it first (or wait until its lease expires), then rewind"
-            )));
-        }
-        Err(e) if e.is_refusal() => return Err(Failure::usage(anyhow!(e))),
-        Err(e) => return Err(Failure::failed(anyhow!(e))),
-    };
+        .map_err(|e| refused(e, &format!("run {run_id}")))?;
     #[expect(clippy::print_stderr, reason = "confirmation for people")]
     {
-        let workspace = match &outcome.checkpoint {
-            Some(id) => format!("workspace restored to checkpoint {id}"),
-            None => "workspace unchanged (nothing changed it since)".to_owned(),
-        };
         eprintln!(
-            "run {run_id} is back at step {} ({workspace}); `toren resume {run_id}` continues it from there",
-            outcome.to
+            "run {run_id} is back at step {} ({}); `toren resume {run_id}` continues it from there",
+            outcome.to,
+            workspace_note(outcome.checkpoint.as_deref())
         );
     }
     Ok(0)
+}
+
+async fn rewind_session(
+    service: &RunService,
+    name: &str,
+    to: &str,
+    actor: &Actor,
+) -> Result<u8, Failure> {
+    let session = match service.session(name).await {
+        Ok(session) => session,
+        Err(toren_runtime::Error::Store(toren_store::Error::SessionNotFound(_))) => {
+            return Err(Failure::usage(anyhow!(
+                "`{name}` is neither a run id nor a session's name (`toren sessions list` lists \
+                 the sessions)"
+            )));
+        }
+        Err(e) => return Err(Failure::failed(anyhow!(e))),
+    };
+    let step: SessionStep = to.parse().map_err(|e: String| Failure::usage(anyhow!(e)))?;
+    let done = service
+        .rewind_session(&session, step, actor, &holder::this_process())
+        .await
+        .map_err(|e| refused(e, &format!("session {name}")))?;
+    #[expect(clippy::print_stderr, reason = "confirmation for people")]
+    {
+        eprintln!("{}", session_note(&session.name, &done));
+    }
+    Ok(0)
+}
+
+/// What a front door says after a session's rewind.
+pub(crate) fn session_note(name: &str, done: &toren_runtime::SessionRewound) -> String {
+    let step = if done.step.seq == 0 {
+        format!("before turn {}", done.step.turn)
+    } else {
+        format!("step {}", done.step)
+    };
+    format!(
+        "session {name} is back at {step} ({}; recorded as turn {}, run {}); its next message \
+         continues from there",
+        workspace_note(done.checkpoint.as_deref()),
+        done.turn,
+        done.run_id
+    )
+}
+
+fn workspace_note(checkpoint: Option<&str>) -> String {
+    match checkpoint {
+        Some(id) => format!("workspace restored to checkpoint {id}"),
+        None => "workspace unchanged (nothing changed it since)".to_owned(),
+    }
+}
+
+/// A refused rewind as the exit code says it: driven elsewhere is a failure, a wrong step
+/// a usage error.
+pub(crate) fn refused(error: toren_runtime::Error, what: &str) -> Failure {
+    match error {
+        toren_runtime::Error::Worker(toren_worker::Error::Store(toren_store::Error::Leased {
+            holder,
+            expires_at,
+            ..
+        })) => Failure::failed(anyhow!(
+            "{what} is being driven by {holder} (lease until {expires_at:.0}); stop it first (or \
+             wait until its lease expires), then rewind"
+        )),
+        e if e.is_refusal() => Failure::usage(anyhow!(e)),
+        e => Failure::failed(anyhow!(e)),
+    }
 }

@@ -46,11 +46,25 @@ pub(crate) async fn show(name: &str, as_json: bool) -> Result<u8, Failure> {
     let view = service.session_view(name).await.map_err(Failure::failed)?;
     let mut turns = Vec::new();
     let (mut input, mut output) = (0_u64, 0_u64);
+    // The turns the conversation is made of now: a rewind leaves later ones behind.
+    let line = service
+        .session_line(&view.session)
+        .await
+        .map_err(Failure::failed)?;
     for turn in &view.turns {
         let events = service
             .events(&turn.run_id, 0)
             .await
             .map_err(Failure::failed)?;
+        let rewind = events.first().and_then(|e| match &e.kind {
+            EventKind::RunCreated(c) => c
+                .start
+                .as_ref()?
+                .rewound
+                .as_ref()
+                .map(|r| toren_protocol::TurnStart::step_name(r.turn.unwrap_or(0), r.to)),
+            _ => None,
+        });
         let (i, o) = events
             .iter()
             .filter_map(|e| match &e.kind {
@@ -62,7 +76,8 @@ pub(crate) async fn show(name: &str, as_json: bool) -> Result<u8, Failure> {
         output += o;
         turns.push(
             json!({"turn": turn.turn, "run": turn.run_id, "status": turn.status,
-            "usage": {"input_tokens": i, "output_tokens": o}}),
+            "usage": {"input_tokens": i, "output_tokens": o},
+            "on_line": line.iter().any(|t| t.turn == turn.turn), "rewind_to": rewind}),
         );
     }
     let status = match view.turns.last() {
@@ -108,11 +123,24 @@ pub(crate) async fn show(name: &str, as_json: bool) -> Result<u8, Failure> {
     }
     println!("turns      {}", view.turns.len());
     for t in &turns {
+        let note = match (t["rewind_to"].as_str(), t["on_line"].as_bool()) {
+            (Some(step), _) if !step.contains('.') => format!("  rewind to before turn {step}"),
+            (Some(step), _) => format!("  rewind to step {step}"),
+            (None, Some(false)) => "  (left behind by a rewind)".to_owned(),
+            (None, _) => String::new(),
+        };
         println!(
-            "  {}  {}  {}",
+            "  {}  {}  {}{note}",
             t["turn"],
             t["run"].as_str().unwrap_or_default(),
             t["status"].as_str().unwrap_or_default()
+        );
+    }
+    if !turns.is_empty() {
+        println!(
+            "steps      `toren rewind {} --to TURN` goes back to before a turn on the line, \
+             `--to TURN.SEQ` to after event SEQ of its run (`toren events RUN`)",
+            visible(&view.session.name)
         );
     }
     println!("usage      {input} tokens in, {output} out");

@@ -11,8 +11,28 @@ use super::{command_line, one_line};
 /// with everything that came from the model or the sandbox shown, never obeyed.
 pub(crate) fn describe(event: &Event) -> String {
     let line = match &event.kind {
+        EventKind::RunCreated(c)
+            if let Some(r) = c.start.as_ref().and_then(|s| s.rewound.as_ref()) =>
+        {
+            format!(
+                "agent {} ({}): rewind of the session to {} (workspace: {}){}",
+                c.agent.name,
+                c.agent.model,
+                match r.turn {
+                    Some(turn) if r.to == 0 => format!("before turn {turn}"),
+                    Some(turn) => format!("step {turn}.{}", r.to),
+                    None => format!("step {}", r.to),
+                },
+                r.checkpoint
+                    .as_deref()
+                    .map_or_else(|| "unchanged".to_owned(), |id| format!("checkpoint {id}")),
+                r.by.as_deref()
+                    .map(|by| format!(", by {}", visible(by)))
+                    .unwrap_or_default()
+            )
+        }
         EventKind::RunCreated(c) => format!(
-            "agent {} ({}), sandbox {}, input: {}",
+            "agent {} ({}), sandbox {}{}, input: {}",
             c.agent.name,
             c.agent.model,
             c.policy.as_ref().map_or_else(
@@ -25,6 +45,11 @@ pub(crate) fn describe(event: &Event) -> String {
                     p.env.join(",")
                 )
             ),
+            c.start
+                .as_ref()
+                .and_then(|s| s.checkpoint.as_deref())
+                .map(|id| format!(", checkpoint {id}"))
+                .unwrap_or_default(),
             one_line(&c.input, 120)
         ),
         EventKind::ModelResponded(m) => {

@@ -24,6 +24,7 @@ mod resume;
 mod rewind;
 mod scripted;
 mod send;
+mod session_rewind;
 mod serve;
 mod settings;
 mod telegram;

@@ -1,22 +1,28 @@
-//! The chat's slash commands: `/help`, `/files`, `/history`, `/usage`, `/cancel`, `/exit`.
+//! The chat's slash commands: `/help`, `/files`, `/history`, `/usage`, `/cancel`, `/undo`,
+//! `/rewind STEP`, `/exit`.
 
 use std::path::Path;
 
 use toren_display::{visible, visible_lines};
 use toren_protocol::{EventKind, Message};
+use toren_runtime::SessionStep;
 
 use super::Chat;
 use crate::exit::Failure;
 use crate::printer::say;
 
 /// A slash command the person typed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Slash {
     Help,
     Files,
     History,
     Usage,
     Cancel,
+    /// Back to before the newest turn.
+    Undo,
+    /// Back to a step (`TURN` or `TURN.SEQ`, as typed).
+    Rewind(String),
     Exit,
     Unknown,
 }
@@ -27,12 +33,15 @@ pub(crate) fn parse(line: &str) -> Option<Slash> {
     if rest.starts_with('/') {
         return None;
     }
-    Some(match rest.split_whitespace().next().unwrap_or("") {
+    let mut words = rest.split_whitespace();
+    Some(match words.next().unwrap_or("") {
         "help" | "?" => Slash::Help,
         "files" => Slash::Files,
         "history" => Slash::History,
         "usage" => Slash::Usage,
         "cancel" => Slash::Cancel,
+        "undo" => Slash::Undo,
+        "rewind" => Slash::Rewind(words.next().unwrap_or("").to_owned()),
         "exit" | "quit" => Slash::Exit,
         _ => Slash::Unknown,
     })
@@ -43,6 +52,10 @@ const HELP: &str = "\
 /history   the conversation so far
 /usage     tokens used, per turn and in all
 /cancel    cancel the turn that is running (Ctrl-C does too)
+/undo      back to before the last turn: the workspace and the conversation as they were
+/rewind S  back to step S: TURN (before that turn, e.g. 3) or TURN.SEQ (after event SEQ
+           of that turn's run, e.g. 3.7, as `toren events RUN` numbers them); /history
+           shows the turns
 /exit      leave (Ctrl-D too); the session stays, continue it with `toren chat NAME`
 A line ending in \\ continues on the next line.";
 
@@ -67,9 +80,55 @@ impl Chat {
                 }
                 None => say!("no turn is running"),
             },
+            Slash::Undo => self.undo().await?,
+            Slash::Rewind(step) => self.rewind(&step).await?,
             Slash::Exit => {}
         }
         Ok(())
+    }
+
+    async fn undo(&self) -> Result<(), Failure> {
+        let done = self
+            .service
+            .undo_session(&self.session, self.actor(), &self.holder())
+            .await;
+        self.rewound(done)
+    }
+
+    async fn rewind(&self, step: &str) -> Result<(), Failure> {
+        let step: SessionStep = match step.parse() {
+            Ok(step) => step,
+            Err(why) => {
+                say!("{why}");
+                return Ok(());
+            }
+        };
+        let done = self
+            .service
+            .rewind_session(&self.session, step, self.actor(), &self.holder())
+            .await;
+        self.rewound(done)
+    }
+
+    /// Says what a rewind did; a refused one is said and the chat goes on.
+    fn rewound(
+        &self,
+        done: Result<toren_runtime::SessionRewound, toren_runtime::Error>,
+    ) -> Result<(), Failure> {
+        match done {
+            Ok(done) => {
+                say!(
+                    "{}",
+                    crate::commands::rewind::session_note(&self.session.name, &done)
+                );
+                Ok(())
+            }
+            Err(e) if e.is_refusal() || matches!(e, toren_runtime::Error::Worker(_)) => {
+                say!("{}", visible_lines(&e.to_string()));
+                Ok(())
+            }
+            Err(e) => Err(Failure::failed(e)),
+        }
     }
 
     fn files(&self) {
@@ -191,6 +250,8 @@ mod tests {
     fn slash_commands_parse_and_double_slash_sends_a_message() {
         assert_eq!(parse("/files"), Some(Slash::Files));
         assert_eq!(parse("/exit"), Some(Slash::Exit));
+        assert_eq!(parse("/undo"), Some(Slash::Undo));
+        assert_eq!(parse("/rewind 2.5"), Some(Slash::Rewind("2.5".into())));
         assert_eq!(parse("/what"), Some(Slash::Unknown));
         assert_eq!(parse("//etc/hosts is odd"), None);
         assert_eq!(parse("hello /files"), None);

@@ -1,0 +1,279 @@
+//! Rewinding a session through the real binary (real bubblewrap sandbox, real SQLite, a
+//! fake Anthropic server): a session whose turns create, change and delete files (a git
+//! repository among them) goes back with `/undo` in `toren chat` and with
+//! `toren rewind SESSION --to STEP` (before a turn, and to a step inside one); each time the
+//! workspace is byte for byte the copy the test took at that step, the model is next sent
+//! the conversation as it was then, and the chat continues from there. A turn left behind
+//! cannot be gone back to.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use serde_json::{Value, json};
+use toren_protocol::{AssistantMessage, ToolCall};
+use toren_test_support::{FakeAnthropic, Reply};
+
+use super::common::{Toren, text};
+
+type Tree = BTreeMap<String, (char, u32, Vec<u8>)>;
+
+/// Everything under `root`: path → (kind, mode, content or link target).
+fn tree(root: &Path) -> Tree {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.mode() & 0o7777;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.insert(rel, ('l', 0, target.display().to_string().into_bytes()));
+            } else if meta.is_dir() {
+                out.insert(rel, ('d', mode, Vec::new()));
+                stack.push(path);
+            } else {
+                out.insert(rel, ('f', mode, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// Equal trees, naming the first difference when not.
+fn same(want: &Tree, got: &Tree, when: &str) {
+    for (path, entry) in want {
+        match got.get(path) {
+            None => panic!("{when}: {path} is missing"),
+            Some(other) if other != entry => panic!("{when}: {path} differs"),
+            Some(_) => {}
+        }
+    }
+    if let Some(extra) = got.keys().find(|k| !want.contains_key(*k)) {
+        panic!("{when}: {extra} should not be there");
+    }
+}
+
+fn bash(id: &str, command: &str) -> Reply {
+    Reply::Turn(AssistantMessage {
+        text: String::new(),
+        tool_calls: vec![ToolCall::new(id, "bash", json!({ "command": command }))],
+    })
+}
+
+const MAKE: &str = "git init -q repo && cd repo && git config user.email t@example.com && \
+    git config user.name t && echo one > a && git add a && git commit -qm one && cd .. && \
+    mkdir -p docs && echo draft > docs/plan.md && printf '\\000\\001' > data.bin";
+const CHANGE: &str = "cd repo && echo two >> a && git commit -qam two && cd .. && \
+    rm data.bin && echo final > docs/plan.md && ln -s docs/plan.md plan && chmod 700 docs";
+const WRECK: &str = "rm -rf repo docs && echo oops > wreck.txt";
+
+/// `toren chat NAME` with `input` on stdin (one message per line), to its end.
+fn chat(toren: &Toren, args: &[&str], input: &str) -> Output {
+    let mut child = toren
+        .command(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    out
+}
+
+fn show(toren: &Toren, session: &str) -> Value {
+    let out = toren.run(&["sessions", "show", session, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The texts the request's user messages carried (inputs and tool results), and the bash
+/// commands its assistant messages called, in order.
+fn sent(request: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut said, mut commands) = (Vec::new(), Vec::new());
+    for message in request["messages"].as_array().unwrap() {
+        let parts = match &message["content"] {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(parts) => parts.clone(),
+            _ => Vec::new(),
+        };
+        for part in parts {
+            match part["type"].as_str() {
+                Some("text") if message["role"] == "user" => {
+                    said.push(part["text"].as_str().unwrap().to_owned());
+                }
+                Some("text") => said.push(format!("model: {}", part["text"].as_str().unwrap())),
+                Some("tool_use") => {
+                    commands.push(part["input"]["command"].as_str().unwrap_or("").to_owned());
+                }
+                _ => {}
+            }
+        }
+    }
+    (said, commands)
+}
+
+struct Session {
+    toren: Toren,
+    fake: FakeAnthropic,
+    ws: PathBuf,
+    /// The workspace after turns 1 and 2 (`after[0]` is the empty one, before turn 1).
+    after: Vec<Tree>,
+}
+
+/// Three turns from three `toren chat` processes: make (a git repository, files), change
+/// (a commit, a delete, an edit, a symlink, a mode), wreck (delete nearly all).
+fn session() -> Session {
+    let fake = FakeAnthropic::start(vec![
+        bash("c1", MAKE),
+        Reply::text("made"),
+        bash("c2", CHANGE),
+        Reply::text("changed"),
+        bash("c3", WRECK),
+        Reply::text("wrecked"),
+    ])
+    .unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url());
+    toren.agent(
+        "w",
+        "name: w\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n",
+    );
+    chat(&toren, &["chat", "s", "--agent", "w"], "");
+    let ws = PathBuf::from(show(&toren, "s")["workspace"].as_str().unwrap());
+    let mut after = vec![tree(&ws)];
+    chat(&toren, &["chat", "s"], "turn one: make\n");
+    after.push(tree(&ws));
+    chat(&toren, &["chat", "s"], "turn two: change\n");
+    after.push(tree(&ws));
+    chat(&toren, &["chat", "s"], "turn three: wreck\n");
+    assert!(ws.join("wreck.txt").exists());
+    assert!(after[1].contains_key("repo/.git/HEAD") && after[2].contains_key("plan"));
+    Session {
+        toren,
+        fake,
+        ws,
+        after,
+    }
+}
+
+#[test]
+fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation() {
+    let Session {
+        toren,
+        fake,
+        ws,
+        after,
+    } = session();
+
+    // Each turn took a checkpoint before it began, named in its run_created.
+    let turns = show(&toren, "s")["turns"].as_array().unwrap().clone();
+    assert_eq!(turns.len(), 3);
+    for turn in &turns {
+        let run = turn["run"].as_str().unwrap();
+        let created = &toren.events(run)[0];
+        assert!(
+            created["start"]["checkpoint"].is_string(),
+            "turn {}: {created}",
+            turn["turn"]
+        );
+    }
+
+    // /undo in the chat: back to before turn 3; the next message continues from turn 2.
+    fake.push(Reply::text("after the undo"));
+    let out = chat(&toren, &["chat", "s"], "/undo\nwhat now\n");
+    assert!(
+        text(&out.stderr).contains("is back at before turn 3"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stdout).trim(), "after the undo");
+    same(&after[2], &tree(&ws), "after /undo");
+    let (said, commands) = sent(&fake.requests().last().unwrap().body);
+    assert_eq!(commands, [MAKE, CHANGE]);
+    assert!(said.iter().any(|s| s == "turn two: change"), "{said:?}");
+    assert!(!said.iter().any(|s| s.contains("turn three")), "{said:?}");
+    assert_eq!(said.last().unwrap(), "what now");
+    // The rewind is a turn of its own (4), and turn 5 the message after it.
+    let turns = show(&toren, "s")["turns"].as_array().unwrap().clone();
+    assert_eq!(turns.len(), 5);
+    let rewind_run = turns[3]["run"].as_str().unwrap();
+    let events = toren.events(rewind_run);
+    assert_eq!(events[0]["start"]["rewound"]["turn"], 3);
+    assert_eq!(events[0]["start"]["rewound"]["to"], 0);
+    assert_eq!(events.last().unwrap()["type"], "run_completed");
+
+    // `toren rewind SESSION --to 2`: before turn 2; turn 3 is off the line.
+    let out = toren.run(&["rewind", "s", "--to", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    same(&after[1], &tree(&ws), "after --to 2");
+    let out = toren.run(&["rewind", "s", "--to", "3"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not on the session's line"),
+        "{}",
+        text(&out.stderr)
+    );
+    fake.push(Reply::text("after the rewind"));
+    chat(&toren, &["chat", "s"], "and now\n");
+    let (said, commands) = sent(&fake.requests().last().unwrap().body);
+    assert_eq!(commands, [MAKE]);
+    assert!(
+        !said
+            .iter()
+            .any(|s| s.contains("turn two") || s == "what now"),
+        "{said:?}"
+    );
+    same(&after[1], &tree(&ws), "after the next turn");
+
+    // A step inside turn 1: right after its bash call's result, before its answer. The
+    // workspace is the one after the call; the conversation has the call and its result.
+    let run1 = turns[0]["run"].as_str().unwrap();
+    let done = toren
+        .events(run1)
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .map(|e| e["seq"].as_u64().unwrap())
+        .unwrap();
+    // A step in the middle of the call is refused, naming the ones there are.
+    let out = toren.run(&["rewind", "s", "--to", &format!("1.{}", done - 1)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("1.{done}")),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::write(ws.join("scribble"), "x").unwrap();
+    let out = toren.run(&["rewind", "s", "--to", &format!("1.{done}")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    same(&after[1], &tree(&ws), "after --to 1.N");
+    fake.push(Reply::text("from inside turn one"));
+    chat(&toren, &["chat", "s"], "go on\n");
+    let (said, commands) = sent(&fake.requests().last().unwrap().body);
+    assert_eq!(commands, [MAKE]);
+    assert!(!said.iter().any(|s| s == "model: made"), "{said:?}");
+    assert_eq!(said.last().unwrap(), "go on");
+    // The git repository is the one of turn 1: one commit.
+    let log = std::process::Command::new("git")
+        .args([
+            "-C",
+            &ws.join("repo").display().to_string(),
+            "log",
+            "--format=%s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(text(&log.stdout), "one\n", "{}", text(&log.stderr));
+}
