@@ -13,6 +13,14 @@ pub enum Error {
     )]
     SandboxesDisabled { agent: String },
     #[error(
+        "agent `{agent}` injects {list} through its egress proxy (`sandbox.secrets`), but \
+         this process's environment does not set {it}: set {it} in the environment of the \
+         process that drives the agent's runs (its value is read there, never stored)",
+        list = .names.join(", "),
+        it = if .names.len() == 1 { "it" } else { "them" },
+    )]
+    SecretsUnset { agent: String, names: Vec<String> },
+    #[error(
         "`{name}` is not a session name: use 1 to 64 letters, digits, `-`, `_` or `.`, not \
          starting with `.`"
     )]
@@ -48,6 +56,7 @@ impl Error {
     pub fn is_refusal(&self) -> bool {
         match self {
             Self::SandboxesDisabled { .. }
+            | Self::SecretsUnset { .. }
             | Self::NoPendingApproval { .. }
             | Self::NoSuchLimit { .. }
             | Self::NothingToRaise { .. }

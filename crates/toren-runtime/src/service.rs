@@ -74,6 +74,8 @@ pub struct RunService {
     pub(crate) holder: String,
     /// When [`RunService::claim`] last looked for runs of provably gone holders.
     pub(crate) gone_checked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    /// This process's environment, as wiring resolved it (`secrets.rs`).
+    pub(crate) env: Option<crate::secrets::ProcessEnv>,
 }
 
 impl RunService {
@@ -90,6 +92,7 @@ impl RunService {
             notifier,
             holder: holder::this_process(),
             gone_checked: Arc::default(),
+            env: None,
         }
     }
 
@@ -123,9 +126,13 @@ impl RunService {
         &self.notifier
     }
 
-    /// The policy a new run of `agent` would be pinned to (for checks before creating).
+    /// The policy a new run of `agent` would be pinned to (for checks before creating),
+    /// refused as every creation is when this process cannot inject a secret the agent
+    /// needs ([`RunService::require_secrets`]).
     pub fn resolve_policy(&self, agent: &AgentSpec) -> Result<Option<ResolvedPolicy>> {
-        resolve_policy(agent, &self.settings.policy)
+        let policy = resolve_policy(agent, &self.settings.policy)?;
+        self.require_secrets(&agent.name, policy.as_ref())?;
+        Ok(policy)
     }
 
     /// Creates a run of `agent` on `input`: resolves its policy, makes its workspace, pins
@@ -189,6 +196,8 @@ impl RunService {
             }
             None => None,
         };
+        // What the person typed is journaled redacted of the run's values, like all else.
+        let input = self.redact_input(policy.as_ref(), input);
         let created = RunCreated {
             agent,
             policy,
@@ -278,6 +287,7 @@ impl RunService {
         .await?;
         let summary = self.store.run(run).await?;
         let events = self.store.read(run, 0).await?;
+        self.learn_values(&events);
         let state = RunState::from_events(&events).ok();
         let pending = state.as_ref().and_then(|s| match s.next_action() {
             Action::AwaitApproval { request, .. } => Some(request),
@@ -301,7 +311,9 @@ impl RunService {
 
     /// The run's events with `seq > after_seq`, in order.
     pub async fn events(&self, run: &RunId, after_seq: u64) -> Result<Vec<Event>> {
-        Ok(self.store.read(run, after_seq).await?)
+        let events = self.store.read(run, after_seq).await?;
+        self.learn_values(&events);
+        Ok(events)
     }
 
     /// Follows the run from `after_seq`: every event as it is appended (and, when the run is

@@ -155,6 +155,10 @@ impl RunService {
         channel: Option<ChannelBinding>,
         key: Option<&str>,
     ) -> Result<Sent> {
+        // Refused before anything is written if a secret the session injects is unset
+        // here; what is kept (a turn's input, a queued message) is redacted of its values.
+        self.require_secrets(&session.agent.name, session.policy.as_ref())?;
+        let text = &self.redact_input(session.policy.as_ref(), text.to_owned());
         let store = self.session_store()?;
         let turns = store.turns(&session.id).await?;
         if turns.iter().any(|t| !t.status.is_terminal()) {

@@ -323,7 +323,7 @@ fn actor(caller: &Caller) -> Actor {
         (status = 409, description = "The run cannot be made now"),
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
-        (status = 422, description = "A member is missing, unknown or of the wrong type; the agent is named by a path; or its sandbox cannot be had"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type; the agent is named by a path; or its sandbox cannot be had (an injected secret the agent needs is not set where its runs are driven: the detail names it)"),
     )
 )]
 pub(crate) async fn create(

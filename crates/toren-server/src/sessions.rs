@@ -179,7 +179,7 @@ pub(crate) async fn find_session(state: &AppState, key: &str) -> Result<Session,
         (status = 409, description = "A session of that name exists"),
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
-        (status = 422, description = "A member is missing, unknown or of the wrong type; the name is not valid; the agent is named by a path; or its sandbox cannot be had"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type; the name is not valid; the agent is named by a path; or its sandbox cannot be had (an injected secret the agent needs is not set where its runs are driven: the detail names it)"),
     )
 )]
 pub(crate) async fn create(
@@ -261,7 +261,7 @@ pub(crate) async fn get(
         (status = 409, description = "The session cannot take a message now"),
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
-        (status = 422, description = "A member is missing, unknown or of the wrong type"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type; or an injected secret the session's agent needs is not set where its runs are driven (the detail names it)"),
     )
 )]
 pub(crate) async fn send(

@@ -20,7 +20,7 @@ mod error;
 mod heartbeat;
 mod hooks;
 mod redaction;
-pub use redaction::redact_log;
+pub use redaction::{policy_redactor, redact_log};
 mod rewind;
 mod step;
 mod unreplayable;

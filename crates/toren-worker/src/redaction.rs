@@ -4,7 +4,8 @@
 //! (`toren_redact`). The values are looked up where the sandbox's environment is, through
 //! the worker's [`crate::driver::EnvLookup`], each time, and remembered process-wide
 //! (`toren_redact::remember`) so that the binary's log lines are redacted of them too
-//! ([`redact_log`]). Injected secrets' values are also what the run's egress proxy adds to requests
+//! ([`redact_log`]); [`policy_redactor`] is the same for the run service, which redacts what a
+//! person sends a run before it is journaled. Injected secrets' values are also what the run's egress proxy adds to requests
 //! ([`Worker::secret_values`]); they never enter the sandbox, but a host could echo one
 //! back into a command's output, and there it is redacted too.
 
@@ -33,17 +34,7 @@ impl Worker {
 
     /// The redactor of `policy`'s granted and injected values.
     pub(crate) fn redactor(&self, policy: Option<&ResolvedPolicy>) -> Redactor {
-        let Some(policy) = policy else {
-            return Redactor::default();
-        };
-        let granted = policy
-            .env
-            .iter()
-            .filter_map(|name| (self.config.env)(name).map(|v| (name.clone(), v)));
-        let values: Vec<(String, String)> = granted.chain(self.secret_values(policy)).collect();
-        // Known to the process too, so its log lines are redacted ([`redact_log`]).
-        toren_redact::remember(values.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-        Redactor::new(values)
+        policy_redactor(policy, &*self.config.env)
     }
 
     /// A tool's output as it may be journaled.
@@ -59,6 +50,29 @@ impl Worker {
         }
         redactor.redact_output(&output, truncated)
     }
+}
+
+/// The redactor of the values `policy` grants (`env`) and injects (`sandbox.secrets`), as
+/// `env` finds them (a variable it does not find is left out), each also remembered
+/// process-wide so that this process's log lines are redacted of them ([`redact_log`]).
+/// The worker's, and the run service's for what a person sends a run (its input, a
+/// session's message) before it is journaled.
+pub fn policy_redactor(
+    policy: Option<&ResolvedPolicy>,
+    env: &(dyn Fn(&str) -> Option<String> + Send + Sync),
+) -> Redactor {
+    let Some(policy) = policy else {
+        return Redactor::default();
+    };
+    let secrets = policy.egress.iter().flat_map(|egress| &egress.secrets);
+    let values: Vec<(String, String)> = policy
+        .env
+        .iter()
+        .chain(secrets.map(|secret| &secret.name))
+        .filter_map(|name| env(name).map(|value| (name.clone(), value)))
+        .collect();
+    toren_redact::remember(values.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    Redactor::new(values)
 }
 
 /// What the model said, as it may be journaled: its text and every string of its tool

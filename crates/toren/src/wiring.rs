@@ -77,35 +77,13 @@ pub(crate) fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-/// Fails (exit 2, before any run exists) unless every secret `policy` injects through the
-/// egress proxy (`sandbox.secrets`) is set in this process's environment, which drives the
-/// run and hands the values to its proxy. The message names the variables, never a value.
-/// A run driven by another process (a worker) is checked there, when its sandbox opens.
-pub(crate) fn require_secrets(policy: Option<&ResolvedPolicy>) -> Result<(), Failure> {
-    let Some(egress) = policy.and_then(|policy| policy.egress.as_ref()) else {
-        return Ok(());
-    };
-    let missing: Vec<&str> = egress
-        .secrets
-        .iter()
-        .map(|secret| secret.name.as_str())
-        .filter(|name| env_lookup(name).is_none())
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(Failure::usage(anyhow!(
-        "the agent injects the secret{} {} through its egress proxy, and {} not set: set {} in \
-         the environment of the process that drives the run",
-        if missing.len() == 1 { "" } else { "s" },
-        missing.join(", "),
-        if missing.len() == 1 {
-            "it is"
-        } else {
-            "they are"
-        },
-        if missing.len() == 1 { "it" } else { "them" },
-    )))
+/// This process's environment as the run service sees it: values of granted and injected
+/// variables (the bot token never). `drives_runs`: the process drives the runs it creates,
+/// so a run or session whose injected secret is unset here is refused up front (exit 2,
+/// 422 from the API), naming the variable; an API that leaves its runs to other
+/// processes' workers cannot see their environment and does not check.
+pub(crate) fn with_env(service: RunService, drives_runs: bool) -> RunService {
+    service.with_env(Arc::new(env_lookup), drives_runs)
 }
 
 /// A store as the binary uses it: the event log, the sessions and the worker registry,
@@ -378,7 +356,7 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
         SandboxChoice::E2b => Some(E2bBackend::NAME.to_owned()),
         SandboxChoice::None => None,
     };
-    RunService::new(
+    let service = RunService::new(
         store,
         ServiceSettings {
             policy: PolicySettings {
@@ -396,7 +374,9 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
             follow_poll: settings.approval_poll,
             streams: Some(settings.home.join("streams")),
         },
-    )
+    );
+    // Every front door but an API that leaves its runs to other processes drives its runs.
+    with_env(service, true)
 }
 
 /// The run service over the event log `settings` name, sessions included.

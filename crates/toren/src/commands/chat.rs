@@ -78,6 +78,10 @@ async fn open_session(
                     )));
                 }
             }
+            // Up front, not at the first message: this process drives the session's turns.
+            service
+                .require_secrets(&session.agent.name, session.policy.as_ref())
+                .map_err(|e| Failure::usage(anyhow!(e)))?;
             Ok(session)
         }
         Err(toren_runtime::Error::Store(toren_store::Error::SessionNotFound(_))) => {

@@ -39,7 +39,11 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
         QueueChoice::Local | QueueChoice::Postgres => {}
     }
     let (tokens, source) = tokens::tokens(&settings)?;
-    let service = wiring::service_for(&settings).await?;
+    // The API refuses a run whose injected secret is unset here only when this process's
+    // own workers drive every run it creates (the local queue); an API-only front, or one
+    // on a shared Postgres queue, leaves that to the worker that claims the run.
+    let drives = args.workers > 0 && settings.queue == QueueChoice::Local;
+    let service = wiring::with_env(wiring::service_for(&settings).await?, drives);
     let drain = CancellationToken::new();
     let halt = CancellationToken::new();
     let mut tasks = JoinSet::new();

@@ -1,8 +1,10 @@
 //! Redaction by value through the real binary (issue 18, part 5): a granted variable's value
 //! that a command prints is journaled as `[redacted:NAME]`, so `toren events`, the next
 //! model request (the fake Anthropic server records it) and the debug log never hold it,
-//! while the command did see the real value (the file it wrote has it). A value that is
-//! too short to redact (under 4 bytes) is left as it is.
+//! while the command did see the real value (the file it wrote has it); the value in the
+//! person's input is journaled redacted as well. A value that is too short to redact
+//! (under 4 bytes) is left as it is. An injected secret unset in the environment is
+//! refused by `toren run` and `toren chat` before anything is made.
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -35,10 +37,16 @@ fn a_granted_value_printed_by_a_command_is_redacted_in_the_journal_and_the_model
         "name: printer\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n  \
          env: [MY_TOKEN, SHORT]\n",
     );
-    let out = toren.run(&["run", "printer", "--input", "print the token"]);
+    // The person's input holds the value too: journaled (and so sent) redacted.
+    let input = format!("print the token (it is {VALUE})");
+    let out = toren.run(&["run", "printer", "--input", &input]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let run = toren.newest_run().unwrap();
+    assert_eq!(
+        toren.events(&run)[0]["input"],
+        "print the token (it is [redacted:MY_TOKEN])"
+    );
 
     // The command saw the real value.
     assert_eq!(read(&toren.workspace(&run).join("seen.txt")), VALUE);
@@ -91,8 +99,22 @@ fn a_run_whose_injected_secret_is_unset_is_not_created_and_the_error_names_it() 
     let out = toren.run(&["run", "injector", "--input", "hi"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("the secret GITHUB_TOKEN"), "{stderr}");
+    assert!(
+        stderr.contains("agent `injector` injects GITHUB_TOKEN through its egress proxy")
+            && stderr.contains("set it in the environment of the process that drives"),
+        "{stderr}"
+    );
     assert_eq!(toren.newest_run(), None, "no run was created");
+    // `toren chat` refuses it when the session would be made, before any message.
+    let out = toren.run(&["chat", "work", "--agent", "injector"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("agent `injector` injects GITHUB_TOKEN"),
+        "{stderr}"
+    );
+    let out = toren.run(&["sessions", "show", "work", "--json"]);
+    assert!(!out.status.success(), "no session was made");
     // The pinned policy of a run that does start names the secret and its host only.
     let out = toren.run(&[
         "check",
