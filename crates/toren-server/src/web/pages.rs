@@ -357,10 +357,18 @@ pub(crate) async fn session(
         let events = state.service.events(&turn.run_id, 0).await?;
         let status = status_name(turn.status);
         let on_line = line.iter().any(|t| t.turn == turn.turn);
+        // A rewind turn is on no line: it is where the session went back.
+        let rewind = events.first().is_some_and(|e| {
+            matches!(&e.kind, EventKind::RunCreated(c) if c.start.as_ref().is_some_and(|s| s.rewound.is_some()))
+        });
         let _ = write!(
             body,
             "<li class=\"turn{}\" data-run=\"{}\" data-turn=\"{}\">",
-            if on_line { "" } else { " left-behind" },
+            if on_line || rewind {
+                ""
+            } else {
+                " left-behind"
+            },
             esc(turn.run_id.as_str()),
             turn.turn
         );
@@ -401,7 +409,9 @@ pub(crate) async fn session(
             turn.turn,
             url(turn.run_id.as_str()),
             status.replace('_', " "),
-            if on_line {
+            if rewind {
+                String::new()
+            } else if on_line {
                 format!(
                     " · <button type=\"button\" class=\"rewind-turn\" data-step=\"{}\" title=\"The workspace and the conversation as they were before this turn\">Rewind to before turn {}</button>",
                     turn.turn, turn.turn

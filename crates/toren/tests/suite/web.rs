@@ -6,8 +6,8 @@
 //! text; a session turn sent from the page; approvals of two runs listed oldest first and
 //! decided from the list (one denied with a reason); a waiting run cancelled with the button;
 //! a server restart under an open run page, after which the page shows the remaining events
-//! once each. Screenshots (desktop and 375 px)
-//! go to target/web-shots/.
+//! once each; a session rewound with a turn's button and through the API. Screenshots
+//! (desktop and 375 px) go to target/web-shots/.
 
 use std::io::{BufRead as _, BufReader};
 use std::net::TcpListener;
@@ -654,6 +654,120 @@ async fn a_waiting_run_is_cancelled_with_the_button() {
     let view = server.get(&format!("/runs/{run}")).await;
     assert_eq!(view["status"], "cancelled", "{view}");
     assert!(!toren.workspace(&run).join("approved.txt").exists());
+
+    browser.close().await;
+    server.stop();
+}
+
+/// Waits until the session has `turns` turns, all completed.
+async fn wait_turns(server: &Server, session: &str, turns: usize) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let view = server.get(&format!("/sessions/{session}")).await;
+        let all = view["turns"].as_array().unwrap();
+        if all.len() == turns && all.iter().all(|t| t["status"] == "completed") {
+            return view;
+        }
+        assert!(std::time::Instant::now() < deadline, "{view}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_rewound_with_the_button_and_through_the_api() {
+    let toren = home();
+    toren.file(
+        "writer-turns.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo one > one.txt\"}\n  - text: \"wrote one\"\n  - tool_calls:\n      - bash: {command: \"rm one.txt && echo two > two.txt\"}\n  - text: \"wrote two\"\n",
+    );
+    toren.agent(
+        "writer",
+        "name: writer\nmodel: scripted/writer-turns.yaml\nsandbox:\n  approval: never\n",
+    );
+    let server = Server::start(&toren, free_port());
+    let (status, session) = server
+        .post("/sessions", json!({"agent": "writer", "name": "w"}))
+        .await;
+    assert_eq!(status, 201, "{session}");
+    let ws = toren_sandbox::workspace_path(&toren.sandbox_root(), session["id"].as_str().unwrap());
+    for (n, text) in ["first", "second"].into_iter().enumerate() {
+        let (status, sent) = server
+            .post("/sessions/w/messages", json!({"text": text}))
+            .await;
+        assert_eq!(status, 202, "{sent}");
+        wait_turns(&server, "w", n + 1).await;
+    }
+    assert!(ws.join("two.txt").exists() && !ws.join("one.txt").exists());
+
+    // Refusals: a turn the session does not have (409), no step (422), no session (404).
+    let (status, body) = server.post("/sessions/w/rewind", json!({"to": "9"})).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, body) = server.post("/sessions/w/rewind", json!({"to": "x"})).await;
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = server
+        .post("/sessions/nope/rewind", json!({"to": "1"}))
+        .await;
+    assert_eq!(status, 404, "{body}");
+
+    // The button on the session page: back to before turn 2.
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+    browser.goto(&format!("{base}/ui/sessions/w")).await;
+    browser
+        .wait_for("//button[contains(@class,'rewind-turn') and @data-step='2']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert!(
+        browser
+            .client
+            .get_alert_text()
+            .await
+            .unwrap()
+            .starts_with("Rewind the session to before turn 2?")
+    );
+    browser.client.accept_alert().await.unwrap();
+    // The page shows it again: turn 2 left behind, turn 3 the rewind.
+    browser
+        .wait_for("//li[@data-turn='2' and contains(@class,'left-behind')]")
+        .await;
+    browser
+        .wait_for("//li[@data-turn='3' and not(contains(@class,'left-behind'))]/div[contains(@class,'rewind-note')]")
+        .await;
+    // Turn 1 is still on the line: it can be gone back before; turn 2 cannot.
+    browser
+        .wait_for(
+            "//li[@data-turn='1' and not(contains(@class,'left-behind'))]//button[@data-step='1']",
+        )
+        .await;
+    assert!(
+        browser
+            .client
+            .find(Locator::XPath("//button[@data-step='2']"))
+            .await
+            .is_err()
+    );
+    browser.shots("session-rewound").await;
+    assert_eq!(
+        std::fs::read_to_string(ws.join("one.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(!ws.join("two.txt").exists());
+
+    // Through the API: `undo` goes back to before turn 1, the newest on the line.
+    let (status, body) = server
+        .post("/sessions/w/rewind", json!({"to": "undo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["step"], "1", "{body}");
+    assert_eq!(body["turn"], 4, "{body}");
+    assert!(body["checkpoint"].is_string(), "{body}");
+    assert!(!ws.join("one.txt").exists() && !ws.join("two.txt").exists());
+    let view = wait_turns(&server, "w", 4).await;
+    assert_eq!(view["turns"][3]["run_id"], body["run_id"], "{view}");
 
     browser.close().await;
     server.stop();
