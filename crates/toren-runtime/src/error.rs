@@ -13,6 +13,13 @@ pub enum Error {
     )]
     SandboxesDisabled { agent: String },
     #[error(
+        "agent `{agent}` asks about hosts outside its network list (`network: {{allow: [...], \
+         ask: true}}`), and the {backend} sandbox backend cannot hold a connection while a \
+         person decides (E2B's own firewall decides there); list every host the agent needs \
+         (`network: [...]`), or run it with TOREN_SANDBOX=local or TOREN_SANDBOX=docker"
+    )]
+    HostAskUnsupported { agent: String, backend: String },
+    #[error(
         "agent `{agent}` injects {list} through its egress proxy (`sandbox.secrets`), but \
          this process's environment does not set {it}: set {it} in the environment of the \
          process that drives the agent's runs (its value is read there, never stored)",
@@ -56,6 +63,7 @@ impl Error {
     pub fn is_refusal(&self) -> bool {
         match self {
             Self::SandboxesDisabled { .. }
+            | Self::HostAskUnsupported { .. }
             | Self::SecretsUnset { .. }
             | Self::NoPendingApproval { .. }
             | Self::NoSuchLimit { .. }

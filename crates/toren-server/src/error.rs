@@ -99,6 +99,7 @@ impl From<toren_runtime::Error> for Problem {
             toren_runtime::Error::Store(S::AlreadyDecided { .. })
             | toren_runtime::Error::Store(S::RunEnded { .. }) => StatusCode::CONFLICT,
             toren_runtime::Error::SandboxesDisabled { .. }
+            | toren_runtime::Error::HostAskUnsupported { .. }
             | toren_runtime::Error::SecretsUnset { .. }
             | toren_runtime::Error::NoSuchLimit { .. }
             | toren_runtime::Error::NothingToRaise { .. }

@@ -369,6 +369,9 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
                     SandboxChoice::Local | SandboxChoice::Docker
                 )
                 .then(|| workspace_volume(settings)),
+                // Only Toren's own egress proxy (local, docker) can hold a connection while
+                // a person decides on a host.
+                asks_hosts: !matches!(settings.sandbox, SandboxChoice::E2b),
             },
             lease_ttl: settings.lease_ttl,
             follow_poll: settings.approval_poll,

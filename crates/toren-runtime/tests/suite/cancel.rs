@@ -136,6 +136,7 @@ async fn a_run_waiting_for_approval_is_cancelled_from_another_process_and_runs_n
                 backend: Some("local".into()),
                 sandbox_root: home.root.clone(),
                 volume: None,
+                asks_hosts: true,
             },
             lease_ttl: Duration::from_secs(30),
             follow_poll: Duration::from_millis(100),

@@ -52,6 +52,7 @@ async fn other_process(home: &Home, streams: bool) -> RunService {
                 backend: Some("local".into()),
                 sandbox_root: home.root.clone(),
                 volume: None,
+                asks_hosts: true,
             },
             lease_ttl: Duration::from_secs(30),
             follow_poll: Duration::from_millis(20),

@@ -143,6 +143,7 @@ async fn a_follower_gets_the_last_event_even_when_it_is_appended_while_it_looks(
                 backend: None,
                 sandbox_root: dir.path().join("sandboxes"),
                 volume: None,
+                asks_hosts: true,
             },
             lease_ttl: Duration::from_secs(30),
             follow_poll: Duration::from_millis(20),

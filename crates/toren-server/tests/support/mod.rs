@@ -89,6 +89,7 @@ impl Home {
                     backend: Some(LocalBackend::NAME.into()),
                     sandbox_root: root.clone(),
                     volume: None,
+                    asks_hosts: true,
                 },
                 lease_ttl: Duration::from_secs(30),
                 follow_poll: Duration::from_millis(50),

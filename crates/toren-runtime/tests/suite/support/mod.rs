@@ -118,6 +118,7 @@ impl Home {
                     backend: Some(LocalBackend::NAME.into()),
                     sandbox_root: root.clone(),
                     volume: None,
+                    asks_hosts: true,
                 },
                 lease_ttl: options.lease_ttl,
                 follow_poll: options.follow_poll,

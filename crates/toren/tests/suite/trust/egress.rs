@@ -29,13 +29,13 @@ use super::{Backend, report};
 use crate::suite::common::{Toren, text};
 
 /// The allowed host's address inside the test's namespace.
-const PUBLIC: &str = "203.0.113.7";
+pub(crate) const PUBLIC: &str = "203.0.113.7";
 /// Addresses the proxy must never connect to, reachable in the namespace all the same.
-const PRIVATE: &str = "10.99.0.7";
-const METADATA: &str = "169.254.169.254";
+pub(crate) const PRIVATE: &str = "10.99.0.7";
+pub(crate) const METADATA: &str = "169.254.169.254";
 
 /// What the host played by the test server answers.
-const GREETING: &str = "hello from the allowed host";
+pub(crate) const GREETING: &str = "hello from the allowed host";
 
 /// A server for one address that answers every HTTP request with [`GREETING`] and keeps
 /// each request's first line.
@@ -58,7 +58,7 @@ fn origin(address: &str) -> Origin {
     Origin { port, requests }
 }
 
-fn answer(mut stream: TcpStream, seen: &Mutex<Vec<String>>) {
+pub(crate) fn answer(mut stream: TcpStream, seen: &Mutex<Vec<String>>) {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -376,11 +376,16 @@ fn has_result(toren: &Toren, run: &str, call: &str) -> bool {
         .any(|e| e["type"] == "tool_completed" && e["call_id"] == call)
 }
 
-/// The network-policy section, in a network namespace of its own (see the module doc).
+/// The network-policy section, in a network namespace of its own (see the module doc);
+/// under e2b, E2B's own firewall is what it probes (`egress_e2b`).
 pub(crate) fn suite(backend: &'static Backend) {
     let outcome = std::thread::spawn(move || {
         enter_namespace();
-        in_namespace(backend);
+        if backend.sandbox == "e2b" {
+            super::egress_e2b::in_namespace(backend);
+        } else {
+            in_namespace(backend);
+        }
     })
     .join();
     if let Err(panic) = outcome {

@@ -11,6 +11,11 @@
 //! `TOREN_TEST_EGRESS_HOSTS` maps the name to it and `TOREN_TEST_EGRESS_CA` makes the
 //! proxy verify it against the test's CA instead of the system's roots. The probes print
 //! what they search reversed (`rev`), so redaction by value cannot hide a leak from the test.
+//!
+//! Under e2b the secret becomes E2B's transform rule for `api.test`: the local E2B
+//! service's firewall (the platform CA its sandboxes trust at `/.e2b-egress/ca.pem`) puts
+//! the header in, the server plays the host on port 443 as E2B matches TLS there, and the
+//! value is in exactly one request Toren made, the create on E2B's control plane.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 
 use super::harness::{self, Call, bash_for, contains, files_under};
 use super::{Backend, report};
+use crate::suite::common::Toren;
 
 /// The secret host's address inside the test's namespace.
 const HOST_IP: &str = "203.0.113.9";
@@ -136,7 +142,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *args):
         pass
-server = http.server.HTTPServer(("203.0.113.9", 0), Handler)
+server = http.server.HTTPServer(("203.0.113.9", int(sys.argv[2])), Handler)
 context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 context.load_cert_chain("leaf.pem", "leaf.key")
 server.socket = context.wrap_socket(server.socket, server_side=True)
@@ -144,11 +150,11 @@ print(server.server_address[1], flush=True)
 server.serve_forever()
 "#;
 
-/// The TLS server for `api.test`, and its port.
-fn server(dir: &Path) -> (Child, u16) {
+/// The TLS server for `api.test` on `port` (0: any), and its port.
+fn server(dir: &Path, port: u16) -> (Child, u16) {
     std::fs::write(dir.join("server.py"), SERVER).unwrap();
     let mut child = Command::new("python3")
-        .args(["server.py", "requests.log"])
+        .args(["server.py", "requests.log", &port.to_string()])
         .current_dir(dir)
         .stdout(Stdio::piped())
         .spawn()
@@ -163,7 +169,11 @@ fn server(dir: &Path) -> (Child, u16) {
 pub(crate) fn suite(backend: &'static Backend) {
     let outcome = std::thread::spawn(move || {
         enter_namespace();
-        in_namespace(backend);
+        if backend.sandbox == "e2b" {
+            in_namespace_e2b(backend);
+        } else {
+            in_namespace(backend);
+        }
     })
     .join();
     if let Err(panic) = outcome {
@@ -178,7 +188,7 @@ fn in_namespace(backend: &Backend) {
     let certs = base.dir.path().join("tls");
     std::fs::create_dir_all(&certs).unwrap();
     certificates(&certs);
-    let (mut child, port) = server(&certs);
+    let (mut child, port) = server(&certs, 0);
     let toren = base
         .env("INJECTED_TOKEN", &value)
         .env("TOREN_TEST_EGRESS_HOSTS", &format!("api.test={HOST_IP}"))
@@ -265,23 +275,138 @@ fn in_namespace(backend: &Backend) {
     assert_eq!(auth, vec![expected.as_str(), expected.as_str()], "{log}");
     count += 1;
 
-    // Nowhere Toren keeps or shows things: the journal (names and hosts only are pinned),
-    // the debug log, any file under its home.
+    count += nowhere_in_toren(&toren, &ran, &value);
+    report(backend, "secret injection", count);
+}
+
+/// The value is nowhere Toren keeps or shows things: the journal (names and hosts only are
+/// pinned), the debug log, any file under its home.
+fn nowhere_in_toren(toren: &Toren, ran: &harness::Ran, value: &str) -> usize {
     assert!(
-        !ran.log_text().contains(&value),
+        !ran.log_text().contains(value),
         "the journal holds the value"
     );
     assert!(ran.events[0]["policy"]["egress"]["secrets"][0]["name"] == "INJECTED_TOKEN");
     let stderr = String::from_utf8_lossy(&ran.out.stderr);
-    assert!(!stderr.contains(&value), "the log holds the value");
+    assert!(!stderr.contains(value), "the log holds the value");
     for file in files_under(&toren.dir.path().join("toren")) {
         let bytes = std::fs::read(&file).unwrap();
         assert!(
-            !contains(&bytes, &value),
+            !contains(&bytes, value),
             "{} holds the value",
             file.display()
         );
     }
-    count += 3;
+    3
+}
+
+/// The section under e2b: the secret is E2B's transform rule, the local E2B service's
+/// firewall puts it in (see the module doc).
+fn in_namespace_e2b(backend: &Backend) {
+    let value = format!("trustsecret-{:x}-{}", std::process::id(), "injected-value");
+    let reversed: String = value.chars().rev().collect();
+    let base = harness::toren_for(backend);
+    let fake = harness::fake().expect("the local E2B service");
+    let certs = base.dir.path().join("tls");
+    std::fs::create_dir_all(&certs).unwrap();
+    certificates(&certs);
+    let (mut child, _) = server(&certs, 443);
+    fake.set_egress_host("api.test", HOST_IP.parse().unwrap());
+    fake.set_egress_trust(std::fs::read(certs.join("ca.pem")).unwrap());
+    let toren = base.env("INJECTED_TOKEN", &value).env("TOREN_LOG", "debug");
+    let sh = |command: String| bash_for(&format!("{command} 2>&1"), 30);
+    let via = super::egress_e2b::VIA;
+    let probes: Vec<(&str, Call, String)> = vec![
+        (
+            "curl over TLS, a forged header sent",
+            sh(format!(
+                "curl -sS {via} --cacert /.e2b-egress/ca.pem -H 'Authorization: Bearer forged' \
+                 https://api.test/curl"
+            )),
+            GREETING.to_owned(),
+        ),
+        (
+            "the platform CA holds a certificate and no key",
+            sh("echo certs=$(grep -c 'BEGIN CERTIFICATE' /.e2b-egress/ca.pem) keys=$(grep -c PRIVATE /.e2b-egress/ca.pem)".to_owned()),
+            "certs=1 keys=0".to_owned(),
+        ),
+        ("environment", sh("env | rev".to_owned()), "HTAP".to_owned()),
+        (
+            "every process's environment and argv",
+            sh("for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | rev; echo proc-read".to_owned()),
+            "proc-read".to_owned(),
+        ),
+        (
+            "files",
+            sh(format!(
+                "needle=$(echo '{reversed}' | rev); grep -rlF --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr \
+                 --exclude-dir=dev \"$needle\" / 2>/dev/null | head; echo searched"
+            )),
+            "searched".to_owned(),
+        ),
+    ];
+    let calls: Vec<Call> = probes.iter().map(|(_, c, _)| c.clone()).collect();
+    harness::agent(
+        &toren,
+        "injector",
+        "  approval: never\n  network: [api.test]\n  secrets:\n    INJECTED_TOKEN: {hosts: [api.test], \
+         header: \"Authorization: Bearer ${value}\"}\n",
+        &[calls],
+    );
+    let ran = harness::run(&toren, "injector");
+    let _ = child.kill();
+    let _ = child.wait();
+    ran.assert_completed();
+    let mut count = 0;
+    for (i, (name, _, proof)) in probes.iter().enumerate() {
+        let output = &ran.result(i).output;
+        assert!(
+            output.contains(proof.as_str()),
+            "{name}: expected {proof:?} in:\n{output}"
+        );
+        assert!(
+            !output.contains(&value) && !output.contains(&reversed),
+            "{name} found the value:\n{output}"
+        );
+        count += 1;
+    }
+    assert_eq!(
+        ran.result(4).output,
+        "searched\n[exit code: 0]",
+        "a file in the sandbox holds the value"
+    );
+
+    // The host saw the real value, the forged header replaced.
+    let log = std::fs::read_to_string(certs.join("requests.log")).unwrap();
+    let auth: Vec<&str> = log
+        .lines()
+        .filter(|line| line.to_ascii_lowercase().starts_with("authorization:"))
+        .collect();
+    let expected = format!("authorization: Bearer {value}");
+    assert_eq!(auth, vec![expected.as_str()], "{log}");
+    count += 1;
+
+    // Of every request Toren made to E2B, only the sandbox's create carried the value (its
+    // transform rule); no command, upload or envd call did, and no other header or field.
+    // (The `files` probe's own command holds it reversed, as the probes search for it.)
+    let carrying: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.text().contains(&value))
+        .map(|r| format!("{} {} {}", r.plane, r.method, r.uri))
+        .collect();
+    assert_eq!(carrying, ["control POST /sandboxes"]);
+    let create = super::egress_e2b::created(fake, &ran.run);
+    assert_eq!(
+        create["network"],
+        serde_json::json!({
+            "allowOut": ["api.test"],
+            "denyOut": ["0.0.0.0/0"],
+            "rules": {"api.test": [{"transform": {"headers": {"Authorization": format!("Bearer {value}")}}}]},
+        })
+    );
+    assert_eq!(create.get("envVars"), None, "{create}");
+    count += 2;
+    count += nowhere_in_toren(&toren, &ran, &value);
     report(backend, "secret injection", count);
 }

@@ -82,6 +82,26 @@ pub(crate) fn toren_for(backend: &Backend) -> Toren {
 /// One local E2B service for the test's process (nextest runs each test in its own).
 static FAKE: std::sync::OnceLock<toren_test_support::e2b::FakeE2b> = std::sync::OnceLock::new();
 
+/// The local E2B service, once a test under e2b started it.
+pub(crate) fn fake() -> Option<&'static toren_test_support::e2b::FakeE2b> {
+    FAKE.get()
+}
+
+/// The ids of the E2B sandboxes `events` say the run used, in order.
+pub(crate) fn sandbox_ids(events: &[Value]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for e in events {
+        if e["type"] == "sandbox_provisioned"
+            && e["backend"] == "e2b"
+            && let Some(id) = e["instance"].as_str()
+            && !ids.iter().any(|known| known == id)
+        {
+            ids.push(id.to_owned());
+        }
+    }
+    ids
+}
+
 /// Where the files of `run`'s workspace are: the host workspace, or under e2b the disk of
 /// the run's last sandbox (before it has one, nothing ran: the host stand-in, empty).
 pub(crate) fn workspace(toren: &Toren, run: &str) -> std::path::PathBuf {

@@ -12,6 +12,7 @@
 mod approval;
 mod bad_input;
 mod egress;
+mod egress_e2b;
 mod egress_secrets;
 mod hardening;
 pub(crate) mod harness;
@@ -262,4 +263,14 @@ fn e2b_approval_shown_is_what_runs() {
 #[test]
 fn e2b_bad_input() {
     bad_input::suite(&E2B);
+}
+
+#[test]
+fn e2b_network_policy() {
+    egress::suite(&E2B);
+}
+
+#[test]
+fn e2b_secret_injection() {
+    egress_secrets::suite(&E2B);
 }
