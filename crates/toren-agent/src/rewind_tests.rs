@@ -109,3 +109,43 @@ fn steps_left_behind_are_refused_and_earlier_ones_reached_again() {
         crate::state::tests::run_tool(call("a", "bash"), 1)
     );
 }
+
+/// A session's rewind turn: no input of its own, the restore due from its first event,
+/// then completed (no model call); its conversation is the history it was given.
+#[test]
+fn a_session_rewind_turn_restores_then_completes_without_a_model_call() {
+    let EventKind::RunCreated(mut created) = created(ApprovalPolicy::Never) else {
+        unreachable!()
+    };
+    created.input = String::new();
+    created.start = Some(toren_protocol::TurnStart {
+        checkpoint: Some("before".into()),
+        rewound: Some(Rewound {
+            to: 0,
+            checkpoint: Some("cp2".into()),
+            by: Some("alice via chat".into()),
+            turn: Some(2),
+        }),
+    });
+    let history = vec![toren_protocol::Message::User {
+        text: "earlier".into(),
+    }];
+    let events = log(vec![EventKind::RunCreated(created)]);
+    let s = RunState::from_events_with_history(&history, &events).unwrap();
+    assert_eq!(s.messages, history);
+    assert!(s.own_messages().is_empty());
+    assert_eq!(s.restore_due(), Some("cp2"));
+    assert_eq!(s.session_rewind().map(|r| r.turn), Some(Some(2)));
+    let Action::Complete { event } = s.next_action() else {
+        panic!("{:?}", s.next_action())
+    };
+    assert_eq!(
+        event.output,
+        "the session went back to before turn 2 (workspace restored to checkpoint cp2)"
+    );
+    let mut kinds: Vec<EventKind> = events.into_iter().map(|e| e.kind).collect();
+    kinds.push(EventKind::RunCompleted(event));
+    let done = RunState::from_events_with_history(&history, &log(kinds)).unwrap();
+    assert_eq!(done.restore_due(), None);
+    assert!(done.status.is_terminal());
+}

@@ -277,3 +277,63 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
         .unwrap();
     assert_eq!(text(&log.stdout), "one\n", "{}", text(&log.stderr));
 }
+
+/// A `toren rewind SESSION` killed (SIGKILL) at a random point: either it made no rewind
+/// turn and the workspace is untouched, or its rewind turn completed, or the next
+/// `toren chat` finishes it (the restore first); the workspace is then the step's.
+#[test]
+fn a_session_rewind_killed_at_any_point_is_finished_by_the_next_chat() {
+    let Session {
+        toren, ws, after, ..
+    } = session();
+    let run1 = show(&toren, "s")["turns"][0]["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = toren
+        .events(&run1)
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .map(|e| e["seq"].as_u64().unwrap())
+        .unwrap();
+    let step = format!("1.{done}");
+    let mut seed = u64::from(std::process::id()) | 1;
+    let (mut made, mut by_chat) = (0, 0);
+    for round in 0..6 {
+        // The workspace moved on since the step.
+        std::fs::write(ws.join(format!("scribble{round}")), "x").unwrap();
+        let before = tree(&ws);
+        let turns = show(&toren, "s")["turns"].as_array().unwrap().len();
+        let mut child = toren.spawn(&["rewind", "s", "--to", &step]);
+        // Fault injection, not synchronisation: kill after a random 0-120 ms.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(std::time::Duration::from_millis(seed % 120));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let shown = show(&toren, "s");
+        let now = shown["turns"].as_array().unwrap();
+        if now.len() == turns {
+            same(&before, &tree(&ws), "a killed rewind that made no turn");
+            continue;
+        }
+        made += 1;
+        assert_eq!(now.len(), turns + 1, "{shown}");
+        if now[turns]["status"] != "completed" {
+            // The next chat resumes the unfinished rewind turn before anything else.
+            by_chat += 1;
+            chat(&toren, &["chat", "s"], "");
+        }
+        let shown = show(&toren, "s");
+        assert_eq!(shown["turns"][turns]["status"], "completed", "{shown}");
+        assert_eq!(shown["turns"][turns]["rewind_to"], step.as_str(), "{shown}");
+        same(&after[1], &tree(&ws), "a killed rewind, finished");
+    }
+    // Whatever the kills hit, a rewind let finish gives the step's workspace.
+    std::fs::write(ws.join("scribble"), "x").unwrap();
+    let out = toren.run(&["rewind", "s", "--to", &step]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    same(&after[1], &tree(&ws), "a rewind after the killed ones");
+    eprintln!("{made} of 6 killed rewinds had made their turn, {by_chat} finished by the chat");
+}
