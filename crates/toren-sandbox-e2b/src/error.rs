@@ -127,11 +127,16 @@ impl Error {
 }
 
 /// At the `Sandbox` seam: workspace errors keep their kind (some are the model's to fix);
-/// everything else is a host fault.
+/// what stays retryable once the backoff is spent (429, capacity, the network, 5xx) is the
+/// service being unavailable, which the run waits out; everything else is a host fault.
 impl From<Error> for toren_sandbox::Error {
     fn from(err: Error) -> Self {
         match err {
             Error::Sandbox(inner) => inner,
+            other if other.is_retryable() => Self::Unavailable {
+                backend: "e2b",
+                why: other.to_string(),
+            },
             other => Self::Io {
                 context: "e2b sandbox".to_owned(),
                 source: io::Error::other(other),

@@ -105,6 +105,12 @@ pub enum Error {
     )]
     WorkspaceMissing { path: String },
 
+    /// The sandbox service turned the run away for now (a rate limit, no capacity, the
+    /// network down) after the backend's own retries: nothing is wrong with the run, which
+    /// waits for the service rather than fail.
+    #[error("the {backend} sandbox service is unavailable for now: {why}")]
+    Unavailable { backend: &'static str, why: String },
+
     /// A host-side operation (the workspace root, spawning bubblewrap, a pipe) failed.
     #[error("{context}: {source}")]
     Io {
@@ -137,6 +143,34 @@ impl Error {
             | Self::HelperFailed { .. }
             | Self::EgressNeedsHelper
             | Self::ForeignWorkspace { .. }
+            | Self::InvalidEnv { .. }
+            | Self::InvalidWorkspaceName { .. }
+            | Self::WorkspaceMissing { .. }
+            | Self::Unavailable { .. }
+            | Self::Io { .. } => false,
+        }
+    }
+
+    /// Whether the run should wait and try again later rather than fail: the service that
+    /// runs sandboxes is unavailable for now.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unavailable { .. } => true,
+            Self::BwrapMissing { .. }
+            | Self::BwrapUnusable { .. }
+            | Self::HelperFailed { .. }
+            | Self::PathEscape { .. }
+            | Self::InvalidPath { .. }
+            | Self::NotFound { .. }
+            | Self::TooLarge { .. }
+            | Self::IsDirectory { .. }
+            | Self::WorkspaceFull { .. }
+            | Self::NotAFile { .. }
+            | Self::Busy { .. }
+            | Self::Fs { .. }
+            | Self::ForeignWorkspace { .. }
+            | Self::EgressNeedsHelper
+            | Self::InvalidCommand { .. }
             | Self::InvalidEnv { .. }
             | Self::InvalidWorkspaceName { .. }
             | Self::WorkspaceMissing { .. }

@@ -29,6 +29,15 @@ pub enum Error {
         error: toren_model::Error,
     },
     #[error(
+        "{cause}; run {run} stopped and is kept as it is: resume it with `toren resume {run}` \
+         when the service is back"
+    )]
+    SandboxUnavailable {
+        run: String,
+        /// Said in the message, not chained: it is the whole reason.
+        cause: toren_sandbox::Error,
+    },
+    #[error(
         "run {run} needs the `{backend}` sandbox backend, which this process does not serve; run it where that backend is set up (TOREN_SANDBOX={backend})"
     )]
     NoSandbox { run: String, backend: String },

@@ -207,6 +207,15 @@ impl Worker {
                     source,
                 });
             }
+            // The service that makes sandboxes turned the run away for now (E2B's
+            // concurrency limit or capacity, after the backend's retries): the run waits
+            // for it, as for a model provider that is down, rather than fail.
+            Err(cause) if cause.is_transient() => {
+                return Err(Error::SandboxUnavailable {
+                    run: state.run_id.to_string(),
+                    cause,
+                });
+            }
             Err(e) => {
                 let kind = EventKind::RunFailed(RunFailed {
                     error: format!("could not open the sandbox: {e}"),
@@ -273,6 +282,15 @@ impl Worker {
         });
         let (outcome, delivered) = match executed {
             Ok(executed) => (executed.outcome, executed.delivered),
+            // The service turned the call away before it started (a replacement sandbox it
+            // could not make): the run waits; on resume the call, started and not
+            // completed, runs again.
+            Err(toren_tools::ToolError::Sandbox(cause)) if cause.is_transient() => {
+                return Err(Error::SandboxUnavailable {
+                    run: state.run_id.to_string(),
+                    cause,
+                });
+            }
             Err(e) => {
                 let kind = EventKind::RunFailed(RunFailed {
                     error: format!("tool `{}` failed on the host: {e}", call.name),

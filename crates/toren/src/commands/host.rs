@@ -176,7 +176,10 @@ impl Host {
         }
         match outcome {
             Ok(outcome) => report(run_id, outcome, json),
-            Err(error @ toren_worker::Error::ModelUnavailable { .. }) => {
+            Err(
+                error @ (toren_worker::Error::ModelUnavailable { .. }
+                | toren_worker::Error::SandboxUnavailable { .. }),
+            ) => {
                 // The run is intact and resumable: a script still gets its JSON object.
                 if json {
                     print_json(run_id, RunStatus::Running.as_str(), "");

@@ -215,8 +215,8 @@ impl Pool {
     }
 
     /// Logs how driving `run` stopped; whether the run has ended. A run that cannot be
-    /// driven here is not claimed again by this process; one whose lease was lost or that
-    /// met an unreachable database may be.
+    /// driven here is not claimed again by this process; one whose lease was lost, that
+    /// met an unreachable database or an unavailable sandbox service may be.
     fn stopped(
         &self,
         run: &RunId,
@@ -246,6 +246,12 @@ impl Pool {
             }
             Err(e @ toren_worker::Error::LeaseExpiring { .. }) => {
                 tracing::warn!("lease lost: {e}");
+                false
+            }
+            // E2B's limits or capacity: the run goes back to the queue and is tried again
+            // (each try waits out the backend's own backoff first).
+            Err(e @ toren_worker::Error::SandboxUnavailable { .. }) => {
+                tracing::warn!("stopped driving: {e}");
                 false
             }
             Err(toren_worker::Error::Store(e)) if e.is_retryable() || is_unreachable(&e) => {

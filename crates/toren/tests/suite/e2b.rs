@@ -426,3 +426,55 @@ fn a_live_sessions_paused_sandbox_is_kept_by_the_reaper_and_a_removed_ones_reape
     assert_eq!(fake.sandboxes(), Vec::<String>::new());
     assert!(fake.is_gone(&id));
 }
+
+const ONE_COMMAND: &str = r#"
+turns:
+  - tool_calls:
+      - bash: {command: "echo made > made.txt; cat made.txt"}
+  - text: "done"
+"#;
+
+#[test]
+fn a_run_e2b_has_no_room_for_waits_instead_of_failing_and_resumes_once_it_has() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake);
+    toren.file("s.yaml", ONE_COMMAND);
+    toren.agent(
+        "w",
+        "name: w\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    // E2B's concurrency limit for longer than the backend's backoff (7 tries, ~16 s).
+    let limit = "maximum number of concurrent E2B sandboxes (20) reached".to_owned();
+    fake.set_faults(Faults {
+        create_errors: vec![(429, limit); 7],
+        ..Faults::default()
+    });
+    let out = toren.run(&["run", "w", "--input", "go"]);
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("E2B refused to start another sandbox (429)")
+            && stderr.contains("is kept as it is: resume it with `toren resume"),
+        "{stderr}"
+    );
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    assert!(
+        events.iter().all(|e| e["type"] != "run_failed"),
+        "the run waits, it is not failed: {events:?}"
+    );
+    assert_eq!(fake.sandboxes(), Vec::<String>::new());
+
+    // E2B has room again: the same run goes on and completes.
+    let out = toren.run(&["resume", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "done\n");
+    let events = toren.events(&run);
+    assert_eq!(events.last().unwrap()["type"], "run_completed");
+    assert_eq!(provisioned(&events).len(), 1);
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap();
+    assert_eq!(done["output"], "made\n[exit code: 0]");
+}
