@@ -12,7 +12,7 @@ use toren_protocol::{
     ToolCompleted, ToolStarted, Usage,
 };
 use toren_protocol::{BudgetLimit, BudgetLimits, BudgetRaised, BudgetReached, Spending, Usd};
-use toren_protocol::{ChannelBinding, MessageDelivered, SizeRefusal};
+use toren_protocol::{ChannelBinding, MessageDelivered, SessionTurn, SizeRefusal, TurnStart};
 use toren_store::EventLog;
 
 const CORPUS: &str = include_str!("../corpus/v1_events.jsonl");
@@ -100,7 +100,7 @@ async fn the_store_serves_v1_events_written_by_an_older_build() {
         .await
         .unwrap();
     }
-    for run_id in [RUN_A, RUN_B, RUN_C, RUN_D, RUN_E] {
+    for run_id in [RUN_A, RUN_B, RUN_C, RUN_D, RUN_E, RUN_F, RUN_G] {
         let run_id: RunId = run_id.parse().unwrap();
         let want: Vec<Event> = events
             .iter()
@@ -116,6 +116,8 @@ const RUN_B: &str = "run_01jqz6a0f3h5k7m9p1r3t5v7x9";
 const RUN_C: &str = "run_01jqz6c8w2y4a6c8e0g2j4l6n8";
 const RUN_D: &str = "run_01jqz7d4e6g8j0m2p4r6t8w0y2";
 const RUN_E: &str = "run_01jqz8f2h4k6m8p0r2t4v6x8z0";
+const RUN_F: &str = "run_01jqz8a1b2c3d4e5f6g7h8j9k0";
+const RUN_G: &str = "run_01jqz8b1b2c3d4e5f6g7h8j9k0";
 
 fn event(run: &str, seq: u64, at: &str, kind: EventKind) -> Event {
     Event {
@@ -425,7 +427,69 @@ fn expected() -> Vec<Event> {
     .chain(budget_pause())
     .chain(rewound())
     .chain(network_records())
+    .chain(session_rewind())
     .collect()
+}
+
+/// A session's turn with the checkpoint taken before it began, and the rewind turn that
+/// took the session back to before it (`toren rewind notes --to 1`, `/undo`).
+fn session_rewind() -> Vec<Event> {
+    let created = |input: &str, turn: u32, start: TurnStart| {
+        EventKind::RunCreated(RunCreated {
+            agent: AgentSpec {
+                budget: None,
+                name: s("coder"),
+                model: s("anthropic/claude-sonnet-4-5"),
+                instructions: None,
+                sandbox: None,
+                max_turns: 50,
+                context_tokens: None,
+                source: None,
+            },
+            policy: None,
+            input: s(input),
+            session: Some(SessionTurn {
+                id: s("ses_01jqz8a0c2e4g6j8m0p2r4t6w8"),
+                name: s("notes"),
+                turn,
+            }),
+            channel: None,
+            start: Some(start),
+        })
+    };
+    vec![
+        event(
+            RUN_F,
+            1,
+            "2026-03-16T08:00:00Z",
+            created(
+                "Add a README.",
+                1,
+                TurnStart {
+                    checkpoint: Some(s("01jqz8a0a2c4e6g8j0m2p4r6t8")),
+                    rewound: None,
+                },
+            ),
+        ),
+        event(
+            RUN_G,
+            1,
+            "2026-03-16T08:05:00Z",
+            created(
+                "",
+                2,
+                TurnStart {
+                    checkpoint: Some(s("01jqz8b0a2c4e6g8j0m2p4r6t8")),
+                    rewound: Some(toren_protocol::Rewound {
+                        to: 0,
+                        checkpoint: Some(s("01jqz8a0a2c4e6g8j0m2p4r6t8")),
+                        by: Some(s("ana via chat")),
+                        turn: Some(1),
+                    }),
+                },
+            ),
+        ),
+    ]
 }
 
 /// A run whose conversation outgrew an 8,000-token window: usage with cache counts, then a
