@@ -312,6 +312,7 @@ fn in_namespace_e2b(backend: &Backend) {
     certificates(&certs);
     let (mut child, _) = server(&certs, 443);
     fake.set_egress_host("api.test", HOST_IP.parse().unwrap());
+    fake.set_egress_host("other.test", HOST_IP.parse().unwrap());
     fake.set_egress_trust(std::fs::read(certs.join("ca.pem")).unwrap());
     let toren = base.env("INJECTED_TOKEN", &value).env("TOREN_LOG", "debug");
     let sh = |command: String| bash_for(&format!("{command} 2>&1"), 30);
@@ -323,6 +324,11 @@ fn in_namespace_e2b(backend: &Backend) {
                 "curl -sS {via} --cacert /.e2b-egress/ca.pem -H 'Authorization: Bearer forged' \
                  https://api.test/curl"
             )),
+            GREETING.to_owned(),
+        ),
+        (
+            "another allowed host, no secret for it",
+            sh(format!("curl -sS {via} --insecure https://other.test/other")),
             GREETING.to_owned(),
         ),
         (
@@ -349,7 +355,7 @@ fn in_namespace_e2b(backend: &Backend) {
     harness::agent(
         &toren,
         "injector",
-        "  approval: never\n  network: [api.test]\n  secrets:\n    INJECTED_TOKEN: {hosts: [api.test], \
+        "  approval: never\n  network: [api.test, other.test]\n  secrets:\n    INJECTED_TOKEN: {hosts: [api.test], \
          header: \"Authorization: Bearer ${value}\"}\n",
         &[calls],
     );
@@ -371,19 +377,32 @@ fn in_namespace_e2b(backend: &Backend) {
         count += 1;
     }
     assert_eq!(
-        ran.result(4).output,
+        ran.result(5).output,
         "searched\n[exit code: 0]",
         "a file in the sandbox holds the value"
     );
 
-    // The host saw the real value, the forged header replaced.
+    // The host saw the real value, the forged header replaced; the other allowed host (the
+    // same server, reached without the rule's interception) got no Authorization at all.
     let log = std::fs::read_to_string(certs.join("requests.log")).unwrap();
-    let auth: Vec<&str> = log
-        .lines()
-        .filter(|line| line.to_ascii_lowercase().starts_with("authorization:"))
+    let auth: Vec<(&str, String)> = log
+        .split("--\n")
+        .filter_map(|entry| {
+            let (path, headers) = entry.split_once('\n')?;
+            let auth = headers
+                .lines()
+                .filter(|line| line.to_ascii_lowercase().starts_with("authorization:"))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            Some((path, auth))
+        })
         .collect();
     let expected = format!("authorization: Bearer {value}");
-    assert_eq!(auth, vec![expected.as_str()], "{log}");
+    assert_eq!(
+        auth,
+        vec![("/curl", expected), ("/other", String::new())],
+        "{log}"
+    );
     count += 1;
 
     // Of every request Toren made to E2B, only the sandbox's create carried the value (its
@@ -400,7 +419,7 @@ fn in_namespace_e2b(backend: &Backend) {
     assert_eq!(
         create["network"],
         serde_json::json!({
-            "allowOut": ["api.test"],
+            "allowOut": ["api.test", "other.test"],
             "denyOut": ["0.0.0.0/0"],
             "rules": {"api.test": [{"transform": {"headers": {"Authorization": format!("Bearer {value}")}}}]},
         })
