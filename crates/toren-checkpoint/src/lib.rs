@@ -77,6 +77,8 @@ pub enum Error {
         pattern: String,
         reason: &'static str,
     },
+    #[error("the restore of checkpoint {id} was stopped before it finished")]
+    Stopped { id: String },
     #[error("path `{path}` in checkpoint {id} leaves the workspace")]
     BadPath { path: String, id: String },
 }

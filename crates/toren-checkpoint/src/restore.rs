@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::fs::{self, File, FileTimes};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::manifest::{Rec, RecKind};
@@ -18,6 +19,27 @@ impl Store {
     /// host path (`beneath`), so a symlink a process in the sandbox put in place cannot
     /// lead the restore outside.
     pub fn restore(&self, id: &str, workspace: &Path, exclude: &Exclude) -> Result<()> {
+        self.restore_unless(id, workspace, exclude, &AtomicBool::new(false))
+    }
+
+    /// [`Store::restore`], given up with [`Error::Stopped`] once `stop` is set (checked
+    /// before each change): for a caller that must stop changing the workspace at once,
+    /// e.g. one whose lease on the run is about to expire. What was done stays done; a
+    /// later restore finishes it.
+    pub fn restore_unless(
+        &self,
+        id: &str,
+        workspace: &Path,
+        exclude: &Exclude,
+        stop: &AtomicBool,
+    ) -> Result<()> {
+        let stopped = || {
+            if stop.load(AtomicOrdering::Relaxed) {
+                Err(Error::Stopped { id: id.to_owned() })
+            } else {
+                Ok(())
+            }
+        };
         let snap = self.snap(id)?;
         let wanted: &[Rec] = &snap.entries;
         for rec in wanted {
@@ -64,6 +86,7 @@ impl Store {
                 there[at] = Some(*stat);
                 continue;
             }
+            stopped()?;
             beneath::remove(&root, path)?;
             if stat.kind == Kind::Dir {
                 removed_dirs.insert(path);
@@ -73,6 +96,7 @@ impl Store {
         // is writable while its children are written, its own mode set at the end.
         let mut modes_due = Vec::new();
         for (rec, now) in wanted.iter().zip(&there) {
+            stopped()?;
             match &rec.kind {
                 RecKind::Dir => match now {
                     Some(s) if s.mode == rec.mode && rec.mode & 0o700 == 0o700 => {}

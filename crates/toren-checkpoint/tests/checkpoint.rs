@@ -355,3 +355,27 @@ fn a_wide_tree_is_walked_whole_and_the_remembered_manifest_is_the_file() -> Test
     assert_eq!(fourth.stats.hashed, 1);
     Ok(())
 }
+
+/// A restore told to stop gives up before its next change with `Error::Stopped`; the
+/// workspace is left as it was, and a restore let run finishes it.
+#[test]
+fn a_stopped_restore_changes_nothing_more() -> TestResult {
+    let (_dir, ws, store) = setup()?;
+    let none = Exclude::default();
+    fs::write(ws.join("a"), "first")?;
+    let first = store.checkpoint(&ws, &none)?;
+    fs::write(ws.join("a"), "second")?;
+    fs::write(ws.join("b"), "new")?;
+    let stop = std::sync::atomic::AtomicBool::new(true);
+    let stopped = store.restore_unless(&first.id, &ws, &none, &stop);
+    assert!(
+        matches!(stopped, Err(toren_checkpoint::Error::Stopped { .. })),
+        "{stopped:?}"
+    );
+    assert_eq!(fs::read_to_string(ws.join("a"))?, "second");
+    assert!(ws.join("b").exists());
+    store.restore(&first.id, &ws, &none)?;
+    assert_eq!(fs::read_to_string(ws.join("a"))?, "first");
+    assert!(!ws.join("b").exists());
+    Ok(())
+}

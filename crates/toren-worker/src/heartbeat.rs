@@ -7,7 +7,8 @@
 //! bounded in time — but only while more than one beat of the lease is left: after that,
 //! another process may soon take the run over, so the heartbeat tells the driver to stop
 //! the run's work (dropping it kills a running command) a full beat before the lease could
-//! expire, rather than let two processes drive one run at once.
+//! expire, rather than let two processes drive one run at once. A rewind renews its lease
+//! the same way while it works ([`renewing`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +50,35 @@ pub(crate) async fn heartbeat(
     ttl: Duration,
     stop: oneshot::Sender<Stop>,
 ) {
+    beat(store.as_ref(), lease, ttl, stop).await;
+}
+
+/// Runs `work` with `lease` (lasting `ttl`) renewed beside it, in the same task: what a
+/// rewind does under its lease (the append, then a restore that may take longer than the
+/// lease lasts). When the lease is lost or about to expire unrenewed, `work` is dropped
+/// and the error returned, as the driver does with a run's work.
+pub(crate) async fn renewing<T>(
+    store: &dyn EventLog,
+    lease: &Lease,
+    ttl: Duration,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let (tx, mut rx) = oneshot::channel();
+    let beat = beat(store, lease.clone(), ttl, tx);
+    tokio::pin!(beat);
+    tokio::pin!(work);
+    tokio::select! {
+        biased;
+        () = &mut beat => match rx.try_recv() {
+            Ok(stop) => Err(stop.into_error(lease)),
+            // The run ended meanwhile (only this holder could end it): nothing to renew.
+            Err(_) => work.await,
+        },
+        out = &mut work => out,
+    }
+}
+
+async fn beat(store: &dyn EventLog, lease: Lease, ttl: Duration, stop: oneshot::Sender<Stop>) {
     let beat = ttl / 3;
     let retry = beat / 5;
     let mut lease = lease;

@@ -8,15 +8,30 @@
 //! between leaves `rewound` last in the log with its restore due
 //! ([`RunState::restore_due`]); whoever drives the run next restores the workspace before
 //! anything else ([`restore_if_due`]). Killed before the append, nothing changed at all.
+//! The lease is renewed while the rewind works (a restore can take longer than it lasts);
+//! when it is lost or about to expire unrenewed, the restore stops before its next change.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use toren_agent::RunState;
 use toren_protocol::{EventKind, Rewound, RunId};
 use toren_store::{EventLog, Lease};
 
+use crate::heartbeat::renewing;
 use crate::{Error, checkpoint_policy, unreplayable};
+
+/// Sets its flag when dropped: a restore running on a blocking thread stops with the
+/// future that waits for it.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
 
 /// What a rewind did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +57,8 @@ pub async fn rewind(
     let state = RunState::from_events(&events)?;
     plan(&state, &events, to)?;
     let lease = unreplayable::acquire(store, run, holder, ttl).await?;
-    let outcome = rewind_held(store, &lease, to, by).await;
+    // Renewed while it works: a restore of a large workspace can outlast the lease.
+    let outcome = renewing(store, &lease, ttl, rewind_held(store, &lease, to, by)).await;
     if let Err(e) = store.release_lease(&lease).await {
         tracing::warn!(run = %run, "could not release the lease after the rewind: {e}");
     }
@@ -82,7 +98,17 @@ async fn rewind_held(
 /// and the checkpoint, `TurnStart::rewound`): the workspace restored (idempotent), then the
 /// turn completed. The same as a worker driving it does, for the front door that made it;
 /// a process killed in between leaves it for whoever drives the turn next.
+/// The lease is renewed while it works (for as long as it had left when this began, at
+/// least a second).
 pub async fn complete_rewind_turn(store: &dyn EventLog, lease: &Lease) -> Result<u64, Error> {
+    let left = lease.expires_at.duration_since(jiff::Timestamp::now());
+    let ttl = Duration::try_from(left)
+        .unwrap_or(Duration::ZERO)
+        .max(Duration::from_secs(1));
+    renewing(store, lease, ttl, complete_rewind_turn_held(store, lease)).await
+}
+
+async fn complete_rewind_turn_held(store: &dyn EventLog, lease: &Lease) -> Result<u64, Error> {
     let events = store.read(&lease.run_id, 0).await?;
     let mut state = RunState::from_events(&events)?;
     if state.session_rewind().is_none() {
@@ -175,6 +201,9 @@ pub async fn restore_if_due(state: &RunState) -> Result<(), Error> {
         Ok(p) => p.flatten().map(|p| p.exclude).unwrap_or_default(),
         Err(source) => return Err(Error::Restore { run, source }),
     };
+    // Dropped (its lease lost or about to expire): the blocking restore stops too.
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    let stopped = Arc::clone(&stop.0);
     let restored = tokio::task::spawn_blocking(move || {
         let root = toren_checkpoint::Policy::store_for(&ws).ok_or_else(|| {
             toren_checkpoint::Error::BadPath {
@@ -182,9 +211,10 @@ pub async fn restore_if_due(state: &RunState) -> Result<(), Error> {
                 id: id.clone(),
             }
         })?;
-        toren_checkpoint::Store::open(root)?.restore(&id, &ws, &exclude)
+        toren_checkpoint::Store::open(root)?.restore_unless(&id, &ws, &exclude, &stopped)
     })
     .await;
+    drop(stop);
     match restored {
         Ok(Ok(())) => Ok(()),
         Ok(Err(source)) => Err(Error::Restore { run, source }),

@@ -5,6 +5,7 @@
 //! the command runs in the real bubblewrap sandbox.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,8 @@ enum Renew {
     Hangs,
     /// Fails once, then works.
     FailsOnce,
+    /// Works.
+    Works,
 }
 
 /// The real store, except for renewing the lease.
@@ -37,6 +40,26 @@ struct FlakyRenewals {
     inner: SqliteStore,
     renew: Renew,
     attempts: Mutex<u32>,
+    /// Appending a `rewound` waits for three renewals (or for the lease to expire), as
+    /// a rewind whose work outlasts its lease would.
+    hold_rewound: AtomicBool,
+    /// When the lease held now expires (the last one given or renewed).
+    expires: Mutex<Option<jiff::Timestamp>>,
+    /// A renewal or an append came after the lease had expired.
+    lapsed: AtomicBool,
+    renewed: AtomicU32,
+}
+
+impl FlakyRenewals {
+    /// Whether the lease (as last given or renewed) has expired by now; remembers it.
+    fn check_lapse(&self, lease: &Lease) -> bool {
+        let expires = self.expires.lock().unwrap().unwrap_or(lease.expires_at);
+        let lapsed = jiff::Timestamp::now() >= expires.max(lease.expires_at);
+        if lapsed {
+            self.lapsed.store(true, Ordering::SeqCst);
+        }
+        lapsed
+    }
 }
 
 fn database_busy() -> toren_store::Error {
@@ -64,6 +87,15 @@ impl EventLog for FlakyRenewals {
         after_seq: u64,
         kinds: Vec<EventKind>,
     ) -> toren_store::Result<Vec<Event>> {
+        let rewound = kinds.iter().any(|k| matches!(k, EventKind::Rewound(_)));
+        if rewound && self.hold_rewound.load(Ordering::SeqCst) {
+            // Synchronisation, not timing: done once the heartbeat renewed three times
+            // (by then the first lease would have run out) or the lease ran out.
+            while self.renewed.load(Ordering::SeqCst) < 3 && !self.check_lapse(lease) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            self.check_lapse(lease);
+        }
         self.inner.append(lease, after_seq, kinds).await
     }
 
@@ -156,6 +188,13 @@ impl EventLog for FlakyRenewals {
             Renew::Hangs => std::future::pending().await,
             Renew::FailsOnce if attempt == 1 => Err(database_busy()),
             Renew::FailsOnce => self.inner.renew_lease(lease, ttl).await,
+            Renew::Works => {
+                self.check_lapse(lease);
+                let renewed = self.inner.renew_lease(lease, ttl).await?;
+                *self.expires.lock().unwrap() = Some(renewed.expires_at);
+                self.renewed.fetch_add(1, Ordering::SeqCst);
+                Ok(renewed)
+            }
         }
     }
 
@@ -177,17 +216,36 @@ struct Fixture {
 }
 
 async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
+    fixture_with(renew, ttl, &[command], false).await
+}
+
+/// `commands` are bash calls, one per turn, then the run finishes. `rewindable`: each call
+/// waits for approval (the driver lets go of the run meanwhile) and is checkpointed.
+async fn fixture_with(renew: Renew, ttl: Duration, commands: &[&str], rewindable: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("toren.db").display());
     let store = Arc::new(FlakyRenewals {
         inner: SqliteStore::open(&url).await.unwrap(),
         renew,
         attempts: Mutex::new(0),
+        hold_rewound: AtomicBool::new(false),
+        expires: Mutex::new(None),
+        lapsed: AtomicBool::new(false),
+        renewed: AtomicU32::new(0),
     });
-    let script = format!(
-        "turns:\n  - tool_calls:\n      - bash: {{command: {}}}\n  - text: finished\n",
-        serde_json::to_string(command).unwrap()
-    );
+    let mut script = "turns:\n".to_owned();
+    for command in commands {
+        script.push_str(&format!(
+            "  - tool_calls:\n      - bash: {{command: {}}}\n",
+            serde_json::to_string(command).unwrap()
+        ));
+    }
+    script.push_str("  - text: finished\n");
+    let approval = if rewindable {
+        ApprovalPolicy::Always
+    } else {
+        ApprovalPolicy::Never
+    };
     let path = dir.path().join("script.yaml");
     let model = ScriptedProvider::new(Script::parse(&script, &path).unwrap(), path);
     let sandbox = LocalBackend::new(LocalSettings {
@@ -201,7 +259,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         image: None,
         network: false,
         egress: None,
-        approval: ApprovalPolicy::Never,
+        approval,
         env: Vec::new(),
         limits: Default::default(),
         workspace: None,
@@ -220,7 +278,7 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
                 image: None,
                 network: false,
                 egress: None,
-                approval: ApprovalPolicy::Never,
+                approval,
                 env: Vec::new(),
                 limits: Default::default(),
                 on_interrupt: Default::default(),
@@ -251,6 +309,11 @@ async fn fixture(renew: Renew, ttl: Duration, command: &str) -> Fixture {
         holder,
         lease_ttl: ttl,
     });
+    let driver = if rewindable {
+        driver.with_checkpoints().parking_approvals()
+    } else {
+        driver
+    };
     Fixture {
         _dir: dir,
         store,
@@ -364,4 +427,82 @@ async fn a_renewal_that_fails_once_lets_the_run_go_on() {
         }
     );
     assert!(*f.store.attempts.lock().unwrap() > 2);
+}
+
+/// A rewind renews its lease while it works: here its `rewound` append is held until the
+/// heartbeat has renewed three times (past when the first lease would have run out), and
+/// neither a renewal nor the append came after the lease had expired; the restore then
+/// gives back the workspace as it was before the first call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rewind_renews_its_lease_while_it_works() {
+    let ttl = Duration::from_millis(900);
+    let f = fixture_with(
+        Renew::Works,
+        ttl,
+        &["echo one > f.txt", "echo two > f.txt"],
+        true,
+    )
+    .await;
+    let approve = |call_id: String| ApprovalDecided {
+        call_id,
+        approved: true,
+        by: "test".into(),
+        via: "test".into(),
+        reason: None,
+    };
+    let outcome = f
+        .driver
+        .drive(f.lease.clone(), &CancellationToken::new())
+        .await;
+    let Ok(Outcome::AwaitingApproval { call_id }) = outcome else {
+        panic!("{outcome:?}");
+    };
+    f.store
+        .decide_approval(&f.run, approve(call_id))
+        .await
+        .unwrap();
+    let holder = holder::this_process();
+    let lease = f.store.acquire_lease(&f.run, &holder, ttl).await.unwrap();
+    let outcome = f.driver.drive(lease, &CancellationToken::new()).await;
+    assert!(
+        matches!(outcome, Ok(Outcome::AwaitingApproval { .. })),
+        "{outcome:?}"
+    );
+    let events = f.store.read(&f.run, 0).await.unwrap();
+    let workspace = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::SandboxProvisioned(s) => Some(std::path::PathBuf::from(&s.workspace)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("f.txt")).unwrap(),
+        "one\n"
+    );
+
+    f.store.renewed.store(0, Ordering::SeqCst);
+    *f.store.expires.lock().unwrap() = None;
+    f.store.lapsed.store(false, Ordering::SeqCst);
+    f.store.hold_rewound.store(true, Ordering::SeqCst);
+    let rewound = toren_worker::rewind(
+        f.store.as_ref(),
+        &f.run,
+        1,
+        Some("test".into()),
+        &holder,
+        ttl,
+    )
+    .await
+    .unwrap();
+    assert!(rewound.checkpoint.is_some(), "{rewound:?}");
+    assert!(f.store.renewed.load(Ordering::SeqCst) >= 3);
+    assert!(
+        !f.store.lapsed.load(Ordering::SeqCst),
+        "the lease expired while the rewind worked"
+    );
+    assert!(
+        !workspace.join("f.txt").exists(),
+        "restored to before the first call"
+    );
 }
