@@ -1,6 +1,7 @@
 //! The bot's commands: `/start` (what this is, which agent, where the workspace is),
 //! `/new` (a fresh session; the old one is kept), `/agent NAME`, `/files` (the workspace
-//! tree), `/cancel` (the running turn), `/status`, `/help`.
+//! tree), `/cancel` (the running turn), `/undo` (back to before the last turn, workspace and
+//! conversation), `/status`, `/help`.
 
 use tokio::task::JoinSet;
 use toren_display::visible;
@@ -16,6 +17,7 @@ const HELP: &str = "Send a message and the agent works on it in its workspace; f
 /agent NAME — a new session with another agent\n\
 /files — the workspace's files\n\
 /cancel — stop the running turn\n\
+/undo — back to before the last turn: its workspace changes and its messages undone\n\
 /status — where the session stands";
 
 impl Bot {
@@ -44,6 +46,7 @@ impl Bot {
                 ),
             },
             "/cancel" => self.cancel(chat, user, update).await,
+            "/undo" => self.undo(chat, user, update).await,
             "/status" => self.status(chat, update.id).await,
             _ => format!(
                 "Unknown command {}.\n{HELP}",
@@ -201,6 +204,46 @@ impl Bot {
         {
             Ok(_) => format!("Cancelling turn {}.", turn.turn),
             Err(e) => format!("Cannot cancel: {}", escape_html(&visible(&e.to_string()))),
+        }
+    }
+
+    /// `/undo`: the session back to before its last turn (`RunService::undo_session`); the
+    /// update's key is taken first, so the same `/undo` handled again undoes nothing more.
+    async fn undo(&self, chat: i64, user: &User, update: &Handling) -> String {
+        let session = match self.session_of(chat, update.id).await {
+            Ok(session) => session,
+            Err(e) => {
+                return format!(
+                    "Cannot open this chat's session: {}",
+                    escape_html(&visible(&e))
+                );
+            }
+        };
+        match self.chats.take_message_key(&update.key, None).await {
+            Ok(true) => {}
+            Ok(false) => return "This /undo was handled already.".to_owned(),
+            Err(e) => {
+                return format!("Cannot undo now: {}", escape_html(&visible(&e.to_string())));
+            }
+        }
+        let actor = Actor {
+            by: user.decider(),
+            via: TELEGRAM.to_owned(),
+        };
+        match self
+            .service
+            .undo_session(&session, &actor, &self.holder)
+            .await
+        {
+            Ok(done) => format!(
+                "Back to before turn {}: {}.",
+                done.step.turn,
+                match &done.checkpoint {
+                    Some(_) => "the workspace is as it was then",
+                    None => "the workspace had not changed since",
+                }
+            ),
+            Err(e) => format!("Cannot undo: {}", escape_html(&visible(&e.to_string()))),
         }
     }
 

@@ -1167,3 +1167,29 @@ fn an_upload_is_never_written_through_a_symlink_out_of_the_workspace() {
     );
     assert_eq!(runs(&toren).len(), 1, "the upload made no turn");
 }
+
+#[test]
+fn undo_takes_the_session_back_to_before_the_last_turn() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo one > one.txt\"}\n  - text: \"Wrote one.\"\n",
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    ask(&fake, "go", "Wrote one.");
+    let file = find(&toren.sandbox_root(), "one.txt").expect("the turn wrote one.txt");
+    ask(
+        &fake,
+        "/undo",
+        "Back to before turn 1: the workspace is as it was then.",
+    );
+    assert!(!file.exists(), "one.txt is undone");
+    ask(&fake, "/undo", "it has no turn to undo");
+    let stderr = stop(child);
+    assert!(!file.exists(), "{stderr}");
+}
