@@ -5,14 +5,15 @@
 //! run the whole suite. The SQLite backend ([`SqliteStore`]) is the embedded default;
 //! the Postgres backend (crate `toren-store-postgres`) passes the same suite. The store
 //! knows runs, events and leases, not agents: it never interprets an event beyond
-//! [`EventKind::status_after`] (to keep the `status` column in step) and the approval
-//! rules of [`EventLog::decide_approval`]. It takes the time from a [`Clock`].
+//! [`EventKind::status_after`] and [`Waiting`] (to keep the `status` column in step) and
+//! the approval rules of [`EventLog::decide_approval`]. It takes the time from a [`Clock`].
 //!
 //! Sessions (a conversation of many turns, each a run) are a second contract,
 //! [`SessionStore`], and the registry of live workers a third, [`WorkerRegistry`]; the
 //! SQLite backend implements both.
 //!
 //! [`EventKind::status_after`]: toren_protocol::EventKind::status_after
+//! [`Waiting`]: toren_protocol::Waiting
 
 mod chats;
 mod clock;

@@ -189,6 +189,9 @@ pub trait EventLog: Send + Sync {
     /// ([`Error::RunEnded`](crate::Error::RunEnded)). Needs no lease and works whoever holds
     /// the run and whatever seq the caller last saw: it is how another terminal answers a
     /// waiting run. The run's driver sees the decision as a `Conflict` on its next append.
+    /// The run stays `awaiting_approval` while another request of its current wait is
+    /// still open, and becomes `running` (claimable) once none is; a decision leaves any
+    /// other status alone ([`toren_protocol::Waiting`]).
     async fn decide_approval(&self, run_id: &RunId, decision: ApprovalDecided) -> Result<Event>;
 
     /// Cancels the run, atomically: appends `run_cancelled` after whatever the log holds,
