@@ -44,6 +44,9 @@ pub(crate) enum Command {
     /// A new run's sandbox start to its first command's output, per backend; for docker,
     /// each Engine API call of the start timed on its own.
     SandboxStart(crate::sandbox_start::SandboxStartArgs),
+    /// The e2b backend against the local E2B server: create to first output, reconnect to
+    /// first output, a trivial command; E2B's published medians quoted beside.
+    E2b(crate::e2b::E2bArgs),
     /// `toren worker` fleets: runs/s and events/s for 1, 2 and 4 worker processes on
     /// Postgres and on SQLite (no-tool and one-bash agents), the claim latency from a run's
     /// creation to its first worker event, and each store's per-event commit cost.

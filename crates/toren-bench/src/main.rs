@@ -14,6 +14,7 @@ mod api_load;
 mod checkpoint;
 mod cli;
 mod concurrency;
+mod e2b;
 mod fleet;
 mod journal;
 mod model;
@@ -78,6 +79,7 @@ pub(crate) async fn run(command: Command, quick: bool) -> anyhow::Result<api_loa
         Command::Replay(args) => replay::run(args, quick).await,
         Command::ToolCall(args) => tool_call::run(args, quick).await,
         Command::SandboxStart(args) => sandbox_start::run(args, quick).await,
+        Command::E2b(args) => e2b::run(args, quick).await,
         Command::Fleet(args) => fleet::run(args, quick).await,
         Command::Checkpoint(args) => checkpoint::run(args, quick).await,
         Command::All(args) => all::run(args, quick).await,
