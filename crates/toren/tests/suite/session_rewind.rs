@@ -4,7 +4,8 @@
 //! `toren rewind SESSION --to STEP` (before a turn, and to a step inside one); each time the
 //! workspace is byte for byte the copy the test took at that step, the model is next sent
 //! the conversation as it was then, and the chat continues from there. A turn left behind
-//! cannot be gone back to.
+//! cannot be gone back to; a rewind killed at random points is finished by the next chat; a
+//! session whose turn a live chat drives is not rewound.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -336,4 +337,67 @@ fn a_session_rewind_killed_at_any_point_is_finished_by_the_next_chat() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     same(&after[1], &tree(&ws), "a rewind after the killed ones");
     eprintln!("{made} of 6 killed rewinds had made their turn, {by_chat} finished by the chat");
+}
+
+/// While a live `toren chat` drives the session's turn, a rewind of the session is refused
+/// and writes nothing: within that turn (its run's lease is live), and to before it (the
+/// turn has not ended).
+#[test]
+fn a_session_whose_turn_is_driven_elsewhere_is_not_rewound() {
+    let fake = FakeAnthropic::start(vec![bash("slow", "touch started && sleep 60")]).unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url());
+    toren.agent(
+        "w",
+        "name: w\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n",
+    );
+    let mut child = toren
+        .command(&["chat", "busy", "--agent", "w"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let ws = loop {
+        let out = toren.run(&["sessions", "show", "busy", "--json"]);
+        if out.status.success() {
+            let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let ws = PathBuf::from(shown["workspace"].as_str().unwrap());
+            if ws.join("started").exists() {
+                break ws;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let run = show(&toren, "busy")["turns"][0]["run"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let before = toren.events(&run).len();
+    let out = toren.run(&["rewind", "busy", "--to", "1.1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is being driven by"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = toren.run(&["rewind", "busy", "--to", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("has not ended"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(toren.events(&run).len(), before);
+    assert_eq!(show(&toren, "busy")["turns"].as_array().unwrap().len(), 1);
+    assert!(ws.join("started").exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
 }
