@@ -81,8 +81,10 @@ impl RunService {
     }
 
     /// Learns the values of the run whose `run_created` is among `events`, so that this
-    /// process's log lines are redacted of them though it never drove the run.
-    pub(crate) fn learn_values(&self, events: &[Event]) {
+    /// process's log lines are redacted of them though it never drove the run. The
+    /// service's own reads (`get`, `events`) do it; a front door that follows a run from
+    /// its start (`toren events --follow`) calls it with what it follows.
+    pub fn learn_values(&self, events: &[Event]) {
         let Some(env) = &self.env else {
             return;
         };

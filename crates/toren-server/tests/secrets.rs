@@ -26,11 +26,21 @@ type Env = Arc<Mutex<HashMap<String, String>>>;
 /// (granted MY_TOKEN, injected GH_TOKEN for api.test).
 async fn home(env: &Env, drives: bool) -> Home {
     let mut home = Home::new().await;
+    see(&mut home, env, drives);
+    write_agent(&home);
+    home
+}
+
+/// The home's service sees `env` from now on.
+fn see(home: &mut Home, env: &Env, drives: bool) {
     let lookup = Arc::clone(env);
     home.state.service = home.state.service.clone().with_env(
         Arc::new(move |name: &str| lookup.lock().unwrap().get(name).cloned()),
         drives,
     );
+}
+
+fn write_agent(home: &Home) {
     let agents = &home.state.agents_dir;
     std::fs::write(
         agents.join("injector.script.yaml"),
@@ -44,7 +54,6 @@ async fn home(env: &Env, drives: bool) -> Home {
          \"Authorization: Bearer ${value}\"}\n",
     )
     .unwrap();
-    home
 }
 
 fn set(env: &Env, name: &str, value: Option<&str>) {
@@ -168,5 +177,34 @@ async fn granted_and_injected_values_in_what_a_person_sends_are_journaled_redact
     assert_eq!(
         input_of(&home, &turn).await,
         "my token is [redacted:GH_TOKEN]"
+    );
+}
+
+/// A process that never drove a run (an API-only front, `toren events`) learns the run's
+/// values from its own environment when it reads the run, and redacts its log lines of
+/// them from then on (`toren_worker::redact_log`, what the binary's log writer calls).
+#[tokio::test]
+async fn a_process_that_reads_a_run_redacts_its_log_lines_of_the_runs_values() {
+    let mut home = Home::new().await;
+    write_agent(&home);
+    // Made by a process that could not know the value: the input holds it as given.
+    let created = home.create("injector", &format!("use {GRANTED}")).await;
+    assert_eq!(created.status, StatusCode::ACCEPTED, "{}", created.text());
+    let run = created.json()["id"].as_str().unwrap().to_owned();
+    assert_eq!(input_of(&home, &run).await, format!("use {GRANTED}"));
+    let line = format!("a line with {GRANTED} in it");
+    assert_eq!(toren_worker::redact_log(&line), line.as_str());
+
+    // This one has it in its environment and drives nothing; reading the run teaches it.
+    let env: Env = Arc::default();
+    set(&env, "MY_TOKEN", Some(GRANTED));
+    see(&mut home, &env, false);
+    assert_eq!(
+        home.get(&format!("/runs/{run}")).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        toren_worker::redact_log(&line),
+        "a line with [redacted:MY_TOKEN] in it"
     );
 }

@@ -29,6 +29,8 @@ pub(crate) async fn events(args: &EventsArgs) -> Result<u8, Failure> {
     while let Some(next) = follow.next().await.map_err(Failure::failed)? {
         match next {
             Followed::Event(event) => {
+                // Its values, for this process's log lines (`run_created` names them).
+                service.learn_values(std::slice::from_ref(&*event));
                 if streaming {
                     printer::end_stream();
                     streaming = false;
