@@ -47,7 +47,18 @@ fn kill9(child: &mut std::process::Child) {
 #[test]
 fn scripted_work_completes_in_an_e2b_sandbox_and_no_credential_reaches_it() {
     let fake = FakeE2b::start(KEY).unwrap();
-    let toren = e2b_home(&fake);
+    // Every runtime credential this process holds, none of which may reach E2B.
+    let credentials = [
+        ("ANTHROPIC_API_KEY", "sk-ant-never-sent"),
+        ("OPENAI_API_KEY", "sk-openai-never-sent"),
+        ("TOREN_API_TOKEN", "toren-token-never-sent"),
+        ("TELEGRAM_BOT_TOKEN", "123456:telegram-never-sent"),
+    ];
+    let toren = credentials
+        .iter()
+        .fold(e2b_home(&fake), |toren, (name, value)| {
+            toren.env(name, value)
+        });
     toren.file("work.yaml", WORK_SCRIPT);
     toren.agent("worker", WORK_AGENT);
     let out = toren.run(&["run", "worker", "--input", "do the work"]);
@@ -74,12 +85,21 @@ fn scripted_work_completes_in_an_e2b_sandbox_and_no_credential_reaches_it() {
         "killed at the run's end"
     );
     assert_eq!(fake.calls("kill"), 1);
-    for request in fake.requests() {
+    // Every request either plane received: commands (Process/Start bodies, envs
+    // included), file uploads and the create body (metadata; no envVars are sent).
+    let requests = fake.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.method == "POST" && r.uri.starts_with("/files"))
+    );
+    for request in requests {
         let text = request.text();
-        assert!(
-            !text.contains("sk-ant-never-sent"),
-            "a model key reached E2B: {text}"
-        );
+        for (name, value) in credentials {
+            assert!(!text.contains(value), "{name} reached E2B: {text}");
+        }
+        // The E2B key goes to the control plane as its X-API-Key header, nowhere else.
+        assert!(!request.body.contains(KEY), "the E2B key in a body: {text}");
         if request.plane == "envd" {
             assert!(!text.contains(KEY), "the E2B key reached a sandbox: {text}");
             // No deadline of E2B's for a command (the SDKs' 60 s trap): Toren's own
