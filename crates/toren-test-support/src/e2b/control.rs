@@ -184,7 +184,7 @@ async fn create(
     }
     let id = new_id(&mut state, 'i');
     let token = new_id(&mut state, 't');
-    let disk = match Disk::create(ctx.disks.join(&id)) {
+    let disk = match Disk::create(ctx.disks.join(&id), &id, state.disk_size) {
         Ok(disk) => Arc::new(disk),
         Err(e) => return error(500, &format!("cannot make the sandbox's disk: {e}")),
     };

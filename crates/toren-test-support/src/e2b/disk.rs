@@ -33,6 +33,7 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
+use super::vm::Bounds;
 use rustix::process::{Pid as RawPid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
 /// The places of a sandbox's filesystem that live on its own disk.
@@ -41,6 +42,20 @@ const MOUNTS: &[(&str, &str)] = &[
     ("/home/user", "home"),
     ("/tmp", "tmp"),
 ];
+
+/// How a command's shell starts it in a kept machine: opens the info FIFO as descriptor 3,
+/// the reporter's as 4 and the machine's namespaces as 5 and 6 (`sh` takes one-digit
+/// descriptors only), joins
+/// the sandbox's cgroups (`vm`), and becomes bwrap, which writes its info on 3 before it
+/// starts the command. A cgroup that refuses the process (its process limit reached) is
+/// skipped: the process must start (Toren's kill of a fork bomb is such a process).
+const JOIN_KEPT: &str = r#"g=$1; f=$2; s=$3; u=$4; p=$5; shift 5; exec 3>"$f" 4>"$s" 5<"$u" 6<"$p"; for c in $g; do echo $$ 2>/dev/null > "$c" || true; done; exec "$@""#;
+/// The same for a per-command sandbox (no namespaces to join).
+const JOIN_ONE: &str = r#"g=$1; f=$2; s=$3; shift 3; exec 3>"$f" 4>"$s"; for c in $g; do echo $$ 2>/dev/null > "$c" || true; done; exec "$@""#;
+
+/// The machine's init: reaps whatever is orphaned to it, forever (it ends with the
+/// keeper's outer bubblewrap, `--die-with-parent`).
+const INIT: &str = "while (1) { sleep 1 if wait() == -1 }";
 
 /// Stands between bubblewrap and the command as envd does between itself and its child:
 /// closes every descriptor but 0-2 and the status pipe on 4 (the namespaces bubblewrap
@@ -138,6 +153,8 @@ pub struct Disk {
     pidns: u64,
     /// Whether the machine was stopped.
     stopped: AtomicBool,
+    /// Its size: a cgroup every process joins, and its disk's own mount if it has one.
+    bounds: Mutex<Bounds>,
 }
 
 /// How a sandbox's processes are made.
@@ -180,12 +197,19 @@ pub fn machines_work() -> bool {
 }
 
 impl Disk {
-    /// Makes the disk and, where machines work, starts the sandbox's keeper.
-    pub(crate) fn create(root: PathBuf) -> std::io::Result<Self> {
+    /// Makes the disk (a tmpfs of `disk_size` bytes if given) and its bounds (`vm`) and,
+    /// where machines work, starts the sandbox's keeper.
+    pub(crate) fn create(
+        root: PathBuf,
+        name: &str,
+        disk_size: Option<u64>,
+    ) -> std::io::Result<Self> {
+        let bounds = Bounds::new(&root, name, disk_size)?;
         for (_, dir) in MOUNTS {
             std::fs::create_dir_all(root.join(dir))?;
         }
         std::fs::create_dir_all(root.join("run"))?;
+        std::fs::write(root.join("run").join("e2b"), "{\"templateID\": \"fake\"}\n")?;
         if !machines_work() {
             let pidns = std::fs::metadata("/proc/self/ns/pid")?.ino();
             return Ok(Self {
@@ -193,6 +217,7 @@ impl Disk {
                 machine: Machine::PerCommand,
                 pidns,
                 stopped: AtomicBool::new(false),
+                bounds: Mutex::new(bounds),
             });
         }
         let (keeper, pidns) = Keeper::start(&root)?;
@@ -201,7 +226,24 @@ impl Disk {
             machine: Machine::Kept(keeper),
             pidns,
             stopped: AtomicBool::new(false),
+            bounds: Mutex::new(bounds),
         })
+    }
+
+    /// Whether the sandbox's memory and processes are bounded, as a VM's are (`vm`).
+    pub fn is_bounded(&self) -> bool {
+        self.bounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .bounded()
+    }
+
+    /// The `cgroup.procs` files every process of the sandbox joins.
+    fn procs_files(&self) -> String {
+        self.bounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .procs_files()
     }
 
     /// Whether the sandbox is one machine (a kept PID namespace) rather than per-command
@@ -224,6 +266,10 @@ impl Disk {
                 }
             }
         }
+        self.bounds
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .release_cgroups();
     }
 
     /// Stops (`pause`) or continues every process of the sandbox: from inside a kept
@@ -263,8 +309,9 @@ impl Disk {
         let mut command = std::process::Command::new("/bin/sh");
         command
             .arg("-c")
-            .arg(r#"u=$1; p=$2; shift 2; exec bwrap "$@" 5<"$u" 6<"$p""#)
+            .arg(r#"g=$1; u=$2; p=$3; shift 3; for c in $g; do echo $$ 2>/dev/null > "$c" || true; done; exec bwrap "$@" 5<"$u" 6<"$p""#)
             .arg("sh")
+            .arg(self.procs_files())
             .arg(own_fd_path(&keeper.userns))
             .arg(own_fd_path(&keeper.pidns))
             .args(&bwrap)
@@ -333,6 +380,19 @@ impl Disk {
             let host = self.root.join(dir).display().to_string();
             bwrap.extend(["--bind".into(), host, (*inside).to_owned()]);
         }
+        if let Machine::Kept(_) = self.machine {
+            // What E2B's template build writes into every VM; a per-command sandbox, which
+            // is no machine of its own, does not claim to be one.
+            let marker = self.root.join("run").join("e2b").display().to_string();
+            bwrap.extend(["--ro-bind".into(), marker, "/.e2b".into()]);
+        }
+        // /dev/shm a tmpfs of its own, as a VM's; and, as in a VM, the root and /dev are
+        // root's alone to write (every user of the fake is root in its namespace, so they
+        // are made read-only for the others).
+        bwrap.extend(["--tmpfs", "/dev/shm"].map(str::to_owned));
+        if !who.root {
+            bwrap.extend(["--remount-ro", "/", "--remount-ro", "/dev"].map(str::to_owned));
+        }
         if !who.root {
             // Any user but root is an ordinary user of the VM: no capabilities (no raw
             // sockets, no mounts, no device nodes).
@@ -357,15 +417,11 @@ impl Disk {
         command.arg("-c");
         match &self.machine {
             Machine::Kept(keeper) => {
-                // The shell opens the info FIFO as descriptor 3, the reporter's as 4 and the
-                // machine's namespaces (our own descriptors, through /proc) as 5 and 6
-                // (`sh` takes one-digit descriptors only), and becomes bwrap, which writes
-                // its info on 3 before it starts the command.
+                // The machine's namespaces are our own descriptors, through /proc.
                 command
-                    .arg(
-                        r#"f=$1; s=$2; u=$3; p=$4; shift 4; exec "$@" 3>"$f" 4>"$s" 5<"$u" 6<"$p""#,
-                    )
+                    .arg(JOIN_KEPT)
                     .arg("sh")
+                    .arg(self.procs_files())
                     .arg(info)
                     .arg(status)
                     .arg(own_fd_path(&keeper.userns))
@@ -373,8 +429,9 @@ impl Disk {
             }
             Machine::PerCommand => {
                 command
-                    .arg(r#"f=$1; s=$2; shift 2; exec "$@" 3>"$f" 4>"$s""#)
+                    .arg(JOIN_ONE)
                     .arg("sh")
+                    .arg(self.procs_files())
                     .arg(info)
                     .arg(status);
             }
@@ -459,6 +516,8 @@ fn child_of(parent: u32, inside: u32) -> Option<u32> {
 impl Keeper {
     /// Starts the keeper over `root` and checks and opens its namespaces; returns it and
     /// its PID namespace's inode.
+    /// It stays out of the sandbox's cgroups (`vm`): the machine's bounds are for what runs
+    /// in it, and the OOM killer must not end the machine by taking its outer bubblewrap.
     fn start(root: &Path) -> std::io::Result<(Self, u64)> {
         let fifo = root.join("run").join("keeper-info");
         let _ = std::fs::remove_file(&fifo);
@@ -470,7 +529,9 @@ impl Keeper {
             "--die-with-parent".to_owned(),
         ];
         keeper.extend(image());
-        keeper.extend(["--", "sleep", "infinity"].map(str::to_owned));
+        // Its init is the machine's PID 1 itself (`--as-pid-1`), as a VM's is: nothing in
+        // the machine can kill it (`kill -KILL -1` spares PID 1), and it reaps the orphans.
+        keeper.extend(["--as-pid-1", "--", "/usr/bin/perl", "-e", INIT].map(str::to_owned));
         let mut command = std::process::Command::new("/bin/sh");
         command
             .arg("-c")
@@ -478,12 +539,14 @@ impl Keeper {
             .arg("sh")
             .arg(&fifo)
             .args(&keeper)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command.spawn()?;
-        // Blocks until bwrap wrote its info (it does before it starts `sleep`), or died.
+        // Blocks until bwrap wrote its info (it does before it starts the init), or died.
         let text = std::fs::read_to_string(&fifo);
         let _ = std::fs::remove_file(&fifo);
         let opened = text
@@ -494,7 +557,17 @@ impl Keeper {
                 // bwrap reported, or the pid was already someone else's.
                 let userns = File::open(format!("/proc/{init}/ns/user")).ok()?;
                 let pidns = File::open(format!("/proc/{init}/ns/pid")).ok()?;
-                (pidns.metadata().ok()?.ino() == want).then_some((userns, pidns, want))
+                let oom = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(format!("/proc/{init}/oom_score_adj"))
+                    .ok()?;
+                (pidns.metadata().ok()?.ino() == want).then_some((userns, pidns, want, oom))
+            })
+            .map(|(userns, pidns, want, mut oom)| {
+                // Never the OOM killer's choice, as a VM's init is not: a memory hog or a
+                // fork bomb at the sandbox's memory bound must not end the machine.
+                let _ = std::io::Write::write_all(&mut oom, b"-1000");
+                (userns, pidns, want)
             });
         let Some((userns, pidns, inode)) = opened else {
             let _ = child.kill();

@@ -1,6 +1,6 @@
 //! The fake envd's file side: `/files` GET (the bytes of a file, 400 for a directory, 404
 //! when missing) and POST (an `application/octet-stream` body written to `path`, parents
-//! made; 403 on the read-only image), and the `filesystem.Filesystem` unary calls `Stat`,
+//! made; 403 on the read-only image, 507 when the disk is full), and the `filesystem.Filesystem` unary calls `Stat`,
 //! `MakeDir` and `Remove`, each on the sandbox's disk as `Disk::host_path` maps paths.
 
 use std::io;
@@ -130,6 +130,10 @@ pub(super) fn upload(target: &Target, uri: &Uri, headers: &HeaderMap, body: &[u8
         .and_then(|()| std::fs::write(&host, body));
     match written {
         Ok(()) => axum::Json(json!([{"path": path, "name": path.rsplit('/').next().unwrap_or(&path), "type": "file"}])).into_response(),
+        // Out of disk or inodes: envd's 507.
+        Err(e) if e.kind() == io::ErrorKind::StorageFull || e.raw_os_error() == Some(122) => {
+            plain_error(507, &format!("not enough disk space to write '{path}': {e}"))
+        }
         Err(e) => plain_error(500, &e.to_string()),
     }
 }

@@ -17,7 +17,10 @@
 //! without network unless the sandbox was created with `allow_internet_access`. Paths the
 //! file endpoints take are mapped the same way (anything else reads the host's read-only
 //! image, as a VM's root would). The environment is envd's: `PATH`, `HOME`, `USER`,
-//! `LOGNAME`, the create-time `envVars`, `E2B_SANDBOX*`, then the request's `envs`.
+//! `LOGNAME`, the create-time `envVars`, `E2B_SANDBOX*`, then the request's `envs`. Each
+//! machine is bounded as a VM is (`vm`): a cgroup of [`SANDBOX_MEMORY`] and
+//! [`SANDBOX_PIDS`] where this host lets one be made ([`Disk::is_bounded`]), and a disk of
+//! a test's chosen size ([`FakeE2b::set_disk_size`]).
 //!
 //! Every request on both planes is recorded ([`FakeE2b::requests`]), so a test can check
 //! that no credential was ever sent; [`Faults`] switch on the failure modes of the
@@ -30,6 +33,7 @@ mod disk;
 mod egress;
 mod envd;
 mod fs;
+mod vm;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -41,6 +45,7 @@ use tokio::sync::oneshot;
 
 pub use disk::{Disk, machines_work};
 pub use egress::EGRESS_DIR;
+pub use vm::{MEMORY as SANDBOX_MEMORY, PIDS as SANDBOX_PIDS, available as sandboxes_bounded};
 
 /// The port envd listens on inside every sandbox.
 pub const ENVD_PORT: u16 = 49983;
@@ -140,6 +145,8 @@ pub(crate) struct State {
     pub(crate) egress_trust: Option<Vec<u8>>,
     /// Every connection a firewall judged.
     pub(crate) judged: egress::Judged,
+    /// The size of new sandboxes' disks (`None`: a directory of this host's disk).
+    pub(crate) disk_size: Option<u64>,
 }
 
 pub(crate) type Shared = Arc<Mutex<State>>;
@@ -329,6 +336,12 @@ impl FakeE2b {
     /// Sets the failure modes.
     pub fn set_faults(&self, faults: Faults) {
         lock(&self.state).faults = faults;
+    }
+
+    /// Gives sandboxes created from now on a disk of `bytes` (a tmpfs of that size), as a
+    /// VM's disk is bounded; a create fails if this host cannot mount one.
+    pub fn set_disk_size(&self, bytes: Option<u64>) {
+        lock(&self.state).disk_size = bytes;
     }
 
     /// Adds a template that creates accept.
