@@ -4,7 +4,8 @@
 //! `data` (base64 stdout/stderr, fed to the head+tail [`Capture`]), `keepalive`, `end`,
 //! and the end-of-stream frame. Toren's own timeout ends it: the command's whole process
 //! group is killed by a second command (`kill -KILL -- -PID`: the command runs under
-//! `setsid`, so its pid is its group's), and its pid by `SendSignal` as well.
+//! `setsid`, so its pid is its group's), with everything else it left in the VM, and its
+//! pid by `SendSignal` as well. A command that ends takes what it left running with it.
 //!
 //! The command's environment is exactly `env` (PATH, HOME, LANG and the granted names):
 //! the wrapper drops whatever envd adds (`USER`, `E2B_SANDBOX_ID`, …) before the command
@@ -28,8 +29,32 @@ const MAX_FRAME: usize = 16 * 1024 * 1024;
 /// Silence longer than this means the stream is wedged (envd pings every 50 s).
 const IDLE: Duration = Duration::from_secs(120);
 
-/// Keeps only the names given after the command, then runs it in its own session.
-const WRAPPER: &str = r#"c=$1; shift; keep=" PATH HOME LANG $* "; for v in $(compgen -e); do case "$keep" in *" $v "*) ;; *) unset "$v";; esac; done; exec setsid /bin/bash -c "$c""#;
+/// Ends every process of the user but the sweeping shell's own ancestors (envd and the
+/// VM's init are root's and out of reach anyway), twice, for what forked meanwhile: in a
+/// VM that runs one command of the run at a time, every other process of the user is a
+/// command's leftover (a daemon, `setsid` and `nohup` children included), as the other
+/// backends end everything a command started. Only in an E2B VM, which `/.e2b` marks
+/// (E2B's template build writes it into every template): elsewhere the user's processes
+/// may not all be the run's. No single quote (it goes inside the wrapper's).
+macro_rules! sweep {
+    () => {
+        r#"if [ -e /.e2b ]; then for r in 1 2; do a=" "; q=$$; while [ -r /proc/$q/status ] && [ "$q" != 0 ]; do a="$a$q "; v=; while read -r k v; do [ "$k" = PPid: ] && break; done < /proc/$q/status; q=$v; done; for d in /proc/[0-9]*; do p=${d#/proc/}; case "$a" in *" $p "*) continue;; esac; [ -O "$d" ] && kill -KILL "$p" 2>/dev/null; done; done; fi"#
+    };
+}
+
+/// Keeps only the names given after the command, then, in a session of its own, runs it,
+/// ends what it left running (`sweep!`; its leftovers would also hold its output open, and
+/// envd ends the stream only when nothing does) and exits as it did (a signal's death as
+/// 128 + N, as bash reports it).
+const WRAPPER: &str = concat!(
+    r#"c=$1; shift; keep=" PATH HOME LANG $* "; for v in $(compgen -e); do case "$keep" in *" $v "*) ;; *) unset "$v";; esac; done; exec setsid /bin/bash -c '/bin/bash -c "$1"; s=$?; "#,
+    sweep!(),
+    r#"; exit $s' toren "$c""#
+);
+
+/// Toren's timeout: the command's process group (its session's: the wrapper's pid is the
+/// group's), then whatever else of it is left (`sweep!`).
+const KILL: &str = concat!(r#"kill -KILL -- "$1" 2>/dev/null; "#, sweep!(), "; exit 0");
 
 /// How a command ended.
 #[derive(Debug)]
@@ -331,7 +356,7 @@ async fn kill(target: &Target<'_>, pid: Option<u32>) {
         return;
     };
     let group = format!("-{pid}");
-    let message = script_message(r#"kill -KILL -- "$1""#, &[&group]);
+    let message = script_message(KILL, &[&group]);
     let group = Box::pin(run(target, &message, Duration::from_secs(10), 1024, None));
     if let Err(err) = group.await {
         tracing::warn!(%err, sandbox = target.id, pid, "could not kill a command's process group");

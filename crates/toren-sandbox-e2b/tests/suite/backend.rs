@@ -287,10 +287,11 @@ async fn a_session_turn_pauses_the_sandbox_and_the_next_turn_resumes_it() {
     let turn1 = run_id();
     let sandbox = backend.open(&turn1, &session, vec![]).await.unwrap();
     run_cmd(&sandbox, "echo day1 > /workspace/notes").await;
-    // A process left running by the turn, which no envd call knows any more.
-    run_cmd(&sandbox, "nohup sleep 302 >/dev/null 2>&1 &").await;
-    wait_for_host("sleep 302").await;
+    // A process of the VM's own, which no envd call knows any more (Toren's commands end
+    // what they leave running).
     let id = sandbox.instance_id();
+    start_service(&backend, &id, "nohup sleep 302 >/dev/null 2>&1 &").await;
+    wait_for_host("sleep 302").await;
     SandboxBackend::finish(&backend, &turn1).await.unwrap();
     assert_eq!(fx.fake.paused(&id), Some(true));
     // The paused machine is frozen whole, as a paused VM is: the left process too.
@@ -455,6 +456,34 @@ fn host_has(cmdline: &str) -> bool {
     })
 }
 
+/// Starts `script` in sandbox `id` straight through envd, without Toren's wrapper: a
+/// process of the VM's own (as a template's start command is), which Toren's commands do
+/// not end. Returns when envd's stream ends.
+async fn start_service(backend: &toren_sandbox_e2b::E2bBackend, id: &str, script: &str) {
+    let client = backend.client();
+    let info = client.connect(id, Duration::from_secs(600)).await.unwrap();
+    let message = serde_json::json!({
+        "process": {"cmd": "/bin/sh", "args": ["-c", script], "envs": {}, "cwd": "/"},
+        "stdin": false,
+    });
+    let payload = serde_json::to_vec(&message).unwrap();
+    let mut frame = vec![0u8];
+    frame.extend(u32::try_from(payload.len()).unwrap().to_be_bytes());
+    frame.extend(payload);
+    let request = client
+        .envd(
+            reqwest::Method::POST,
+            "/process.Process/Start",
+            id,
+            info.envd_access_token.as_deref(),
+        )
+        .header("Content-Type", "application/connect+json")
+        .header("Connect-Protocol-Version", "1")
+        .body(frame);
+    let (status, _) = client.envd_send(id, request).await.unwrap();
+    assert!(status.is_success(), "{status}");
+}
+
 /// Waits until a host process's command line is `cmdline` (a background process of a
 /// command that ended may not have exec'd yet).
 async fn wait_for_host(cmdline: &str) {
@@ -509,8 +538,14 @@ async fn a_sandbox_is_one_machine_of_its_own_and_its_end_ends_every_process() {
         .open(&run_id(), &policy(serde_json::json!({})), vec![])
         .await
         .unwrap();
-    run(a.as_ref(), "nohup sleep 301 >/dev/null 2>&1 &").await;
-    // A later command of the same sandbox sees the process left running, and can end it.
+    // A process of the VM's own (Toren's commands end what they leave running).
+    start_service(
+        &backend,
+        &a.instance_id(),
+        "nohup sleep 301 >/dev/null 2>&1 &",
+    )
+    .await;
+    // A command of the same sandbox sees it.
     let seen = run(a.as_ref(), PROCESSES).await.output;
     assert!(seen.lines().any(|l| l.trim() == "sleep 301"), "{seen}");
     // Neither the other sandbox nor the host's processes are visible: a handful of lines
@@ -529,8 +564,29 @@ async fn a_sandbox_is_one_machine_of_its_own_and_its_end_ends_every_process() {
             .output,
         "0 1 2 3 "
     );
-    // Killing the sandbox ends the process it left, as a VM's end does.
-    assert!(host_has("sleep 301"));
+    // What a command leaves running ends with it, as on the other backends.
+    let left = run(
+        a.as_ref(),
+        "nohup sleep 303 >/dev/null 2>&1 & setsid sleep 304 & echo ok",
+    )
+    .await;
+    assert_eq!(left.output, "ok\n");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while host_has("sleep 303") || host_has("sleep 304") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a process outlived its command"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Killing the sandbox ends a process of its own, as a VM's end does.
+    start_service(
+        &backend,
+        &a.instance_id(),
+        "nohup sleep 301 >/dev/null 2>&1 &",
+    )
+    .await;
+    wait_for_host("sleep 301").await;
     assert!(fx.fake.kill(&a.instance_id()));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while host_has("sleep 301") {
