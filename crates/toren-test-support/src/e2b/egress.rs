@@ -20,9 +20,11 @@
 //! names, putting its headers in; a refusal again closes the connection). The platform
 //! CA the templates trust is `/.e2b-egress/ca.pem`. The approximations: a client reaches
 //! the socket explicitly (`curl --unix-socket /.e2b-egress/firewall.sock`) where E2B
-//! redirects every TCP connection of the VM; headers are put in over TLS only, not into
-//! plain HTTP; `allowOut` addresses and CIDRs, and a `denyOut` short of `0.0.0.0/0`, are
-//! accepted and not enforced (the sandbox is then closed, or open, as a whole).
+//! redirects every TCP connection of the VM; headers are put in over TLS only (plain HTTP
+//! to a host with a rule is closed, as the proxy expects TLS there, where E2B adds the
+//! header to it in clear text); `allowOut` addresses and CIDRs, and a `denyOut` short of
+//! `0.0.0.0/0`, are accepted and not enforced (the sandbox is then closed, or open, as a
+//! whole).
 
 use std::collections::HashMap;
 use std::io;
