@@ -1,11 +1,12 @@
 //! Rewinding a session through the real binary (real bubblewrap sandbox, real SQLite, a
 //! fake Anthropic server): a session whose turns create, change and delete files (a git
-//! repository among them) goes back with `/undo` in `toren chat` and with
-//! `toren rewind SESSION --to STEP` (before a turn, and to a step inside one); each time the
-//! workspace is byte for byte the copy the test took at that step, the model is next sent
-//! the conversation as it was then, and the chat continues from there. A turn left behind
-//! cannot be gone back to; a rewind killed at random points is finished by the next chat; a
-//! session whose turn a live chat drives is not rewound.
+//! repository and a 2,000-file tree among them; the run rewind's test keeps 20,000) goes
+//! back with `/undo` in `toren chat` and with `toren rewind SESSION --to STEP` (before a
+//! turn, and to a step inside one); each time the workspace is byte for byte the copy the
+//! test took at that step, the model is next sent the conversation as it was then, and the
+//! chat continues from there. A turn left behind cannot be gone back to; a rewind killed at
+//! random points is finished by the next chat; a session whose turn a live chat drives is
+//! not rewound.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -66,12 +67,22 @@ fn bash(id: &str, command: &str) -> Reply {
     })
 }
 
-const MAKE: &str = "git init -q repo && cd repo && git config user.email t@example.com && \
-    git config user.name t && echo one > a && git add a && git commit -qm one && cd .. && \
-    mkdir -p docs && echo draft > docs/plan.md && printf '\\000\\001' > data.bin";
+/// The first turn's command: a git repository with a commit, files, a binary file, and a
+/// tree of `dirs` × 200 files.
+fn make(dirs: u32) -> String {
+    format!(
+        "git init -q repo && cd repo && git config user.email t@example.com && \
+         git config user.name t && echo one > a && git add a && git commit -qm one && cd .. && \
+         mkdir -p docs && echo draft > docs/plan.md && printf '\\000\\001' > data.bin && \
+         mkdir tree && cd tree && for d in $(seq 0 {last}); do mkdir d$d; \
+         for f in $(seq 0 199); do echo \"$d $f\" > d$d/f$f; done; done",
+        last = dirs - 1
+    )
+}
 const CHANGE: &str = "cd repo && echo two >> a && git commit -qam two && cd .. && \
-    rm data.bin && echo final > docs/plan.md && ln -s docs/plan.md plan && chmod 700 docs";
-const WRECK: &str = "rm -rf repo docs && echo oops > wreck.txt";
+    rm data.bin && echo final > docs/plan.md && ln -s docs/plan.md plan && chmod 700 docs && \
+    rm -rf tree/d5 && echo changed > tree/d7/f1 && chmod 600 tree/d3/f3";
+const WRECK: &str = "rm -rf repo docs tree && echo oops > wreck.txt";
 
 /// `toren chat NAME` with `input` on stdin (one message per line), to its end.
 fn chat(toren: &Toren, args: &[&str], input: &str) -> Output {
@@ -133,11 +144,12 @@ struct Session {
     after: Vec<Tree>,
 }
 
-/// Three turns from three `toren chat` processes: make (a git repository, files), change
-/// (a commit, a delete, an edit, a symlink, a mode), wreck (delete nearly all).
-fn session() -> Session {
+/// Three turns from three `toren chat` processes: make (a git repository, files, a tree of
+/// `dirs` × 200 files), change (a commit, deletes, edits, a symlink, modes), wreck (delete
+/// nearly all).
+fn session(dirs: u32) -> Session {
     let fake = FakeAnthropic::start(vec![
-        bash("c1", MAKE),
+        bash("c1", &make(dirs)),
         Reply::text("made"),
         bash("c2", CHANGE),
         Reply::text("changed"),
@@ -162,6 +174,11 @@ fn session() -> Session {
     chat(&toren, &["chat", "s"], "turn three: wreck\n");
     assert!(ws.join("wreck.txt").exists());
     assert!(after[1].contains_key("repo/.git/HEAD") && after[2].contains_key("plan"));
+    assert!(
+        after[1].len() > dirs as usize * 200,
+        "{} entries",
+        after[1].len()
+    );
     Session {
         toren,
         fake,
@@ -177,7 +194,8 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
         fake,
         ws,
         after,
-    } = session();
+    } = session(10);
+    let make = make(10);
 
     // Each turn took a checkpoint before it began, named in its run_created.
     let turns = show(&toren, "s")["turns"].as_array().unwrap().clone();
@@ -203,7 +221,7 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
     assert_eq!(text(&out.stdout).trim(), "after the undo");
     same(&after[2], &tree(&ws), "after /undo");
     let (said, commands) = sent(&fake.requests().last().unwrap().body);
-    assert_eq!(commands, [MAKE, CHANGE]);
+    assert_eq!(commands, [make.as_str(), CHANGE]);
     assert!(said.iter().any(|s| s == "turn two: change"), "{said:?}");
     assert!(!said.iter().any(|s| s.contains("turn three")), "{said:?}");
     assert_eq!(said.last().unwrap(), "what now");
@@ -230,7 +248,7 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
     fake.push(Reply::text("after the rewind"));
     chat(&toren, &["chat", "s"], "and now\n");
     let (said, commands) = sent(&fake.requests().last().unwrap().body);
-    assert_eq!(commands, [MAKE]);
+    assert_eq!(commands, [make.as_str()]);
     assert!(
         !said
             .iter()
@@ -263,7 +281,7 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
     fake.push(Reply::text("from inside turn one"));
     chat(&toren, &["chat", "s"], "go on\n");
     let (said, commands) = sent(&fake.requests().last().unwrap().body);
-    assert_eq!(commands, [MAKE]);
+    assert_eq!(commands, [make.as_str()]);
     assert!(!said.iter().any(|s| s == "model: made"), "{said:?}");
     assert_eq!(said.last().unwrap(), "go on");
     // The git repository is the one of turn 1: one commit.
@@ -286,7 +304,7 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
 fn a_session_rewind_killed_at_any_point_is_finished_by_the_next_chat() {
     let Session {
         toren, ws, after, ..
-    } = session();
+    } = session(10);
     let run1 = show(&toren, "s")["turns"][0]["run"]
         .as_str()
         .unwrap()
