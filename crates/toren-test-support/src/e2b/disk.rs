@@ -386,13 +386,6 @@ impl Disk {
             let marker = self.root.join("run").join("e2b").display().to_string();
             bwrap.extend(["--ro-bind".into(), marker, "/.e2b".into()]);
         }
-        // /dev/shm a tmpfs of its own, as a VM's; and, as in a VM, the root and /dev are
-        // root's alone to write (every user of the fake is root in its namespace, so they
-        // are made read-only for the others).
-        bwrap.extend(["--tmpfs", "/dev/shm"].map(str::to_owned));
-        if !who.root {
-            bwrap.extend(["--remount-ro", "/", "--remount-ro", "/dev"].map(str::to_owned));
-        }
         if !who.root {
             // Any user but root is an ordinary user of the VM: no capabilities (no raw
             // sockets, no mounts, no device nodes).
@@ -411,6 +404,13 @@ impl Disk {
                 host,
                 super::egress::EGRESS_DIR.to_owned(),
             ]);
+        }
+        // /dev/shm a tmpfs of its own, as a VM's; and, as in a VM, the root and /dev are
+        // root's alone to write (every user of the fake is root in its namespace, so they
+        // are made read-only for the others). Last: nothing can be mounted on them after.
+        bwrap.extend(["--tmpfs", "/dev/shm"].map(str::to_owned));
+        if !who.root {
+            bwrap.extend(["--remount-ro", "/", "--remount-ro", "/dev"].map(str::to_owned));
         }
         bwrap.extend(["--chdir".into(), cwd.to_owned(), "--".into()]);
         let mut command = tokio::process::Command::new("/bin/sh");
