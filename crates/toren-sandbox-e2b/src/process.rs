@@ -347,6 +347,16 @@ fn signal_number(name: &str) -> Option<i32> {
     i32::try_from(index + 1).ok()
 }
 
+/// Ends every process of the default user in the VM (`sweep!`), e.g. a dead worker's
+/// command still running in the sandbox another worker reconnects to. Failures are logged:
+/// the next command runs either way.
+pub(crate) async fn end_leftovers(target: &Target<'_>) {
+    let message = script_message(concat!(sweep!(), "; exit 0"), &[]);
+    if let Err(err) = Box::pin(run(target, &message, Duration::from_secs(30), 1024, None)).await {
+        tracing::warn!(%err, sandbox = target.id, "could not end what was left running");
+    }
+}
+
 /// Kills the command's whole process group (and the command itself, in case the group
 /// kill could not run). Failures are logged: the sandbox may be gone.
 async fn kill(target: &Target<'_>, pid: Option<u32>) {

@@ -114,6 +114,9 @@ impl E2bSandbox {
             (META_INSTANCE.to_owned(), s.instance.clone()),
         ]);
         let mut found = None;
+        // Whether the sandbox found was running (a dead worker's), not paused (a session's
+        // between turns, whose commands all ended).
+        let mut was_running = false;
         let listed = s
             .client
             .retrying("list sandboxes", || s.client.list(&filter))
@@ -128,6 +131,7 @@ impl E2bSandbox {
             {
                 Ok(info) => {
                     tracing::info!(sandbox = %info.sandbox_id, "reconnected to the run's E2B sandbox");
+                    was_running = candidate.state.as_deref() != Some("paused");
                     found = Some(info);
                     break;
                 }
@@ -191,6 +195,16 @@ impl E2bSandbox {
                      tools made in the workspace is there any more.]\n"
                 ));
             }
+        } else if was_running {
+            // A dead worker's command may still run in it (it is run again on resume):
+            // ended first, as a local sandbox ends with its worker, so that two attempts
+            // never run at once.
+            let target = Target {
+                client: &s.client,
+                id: &id,
+                token: token.as_deref(),
+            };
+            process::end_leftovers(&target).await;
         }
         tracing::info!(sandbox = %id, envd = %info.envd_version, fresh, "E2B sandbox ready");
         self.note(&id);
