@@ -117,7 +117,7 @@ pub(crate) fn workspace(toren: &Toren, run: &str) -> std::path::PathBuf {
 }
 
 /// The API key of the trust suite's local E2B service.
-const E2B_KEY: &str = "e2b_0123456789abcdef0123456789abcdef";
+pub(crate) const E2B_KEY: &str = "e2b_0123456789abcdef0123456789abcdef";
 
 /// The outcome of one tool call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -202,7 +202,11 @@ pub(crate) fn run_watching(toren: &Toren, agent: &str, mut watch: impl FnMut(u32
     let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(120);
     while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the run did not end");
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("the run did not end; stderr:\n{}", text(&out.stderr));
+        }
         watch(pid);
         std::thread::sleep(Duration::from_millis(15));
     }

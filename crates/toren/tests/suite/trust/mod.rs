@@ -63,11 +63,11 @@ pub(crate) const DOCKER: Backend = Backend {
 };
 
 /// E2B, against the local E2B service of `toren-test-support` (each sandbox one machine:
-/// its own PID namespace and disk). The network, approval, bad-input and spoofing categories
-/// run for it (approval and bad input read the VM's disk through `harness::workspace`);
-/// the others do not yet:
-/// they assert on the host workspace (or, for secrets, set `E2B_API_KEY` themselves), and
-/// under e2b the files are on the VM's disk.
+/// its own PID namespace, its own disk, and a VM's bounds: a cgroup of the `base`
+/// template's 512 MiB and a process limit). Every category runs for it; where a probe
+/// asserts on the workspace it reads the VM's disk (`harness::workspace`), and the
+/// secrets category also checks every request the service recorded. What a microVM does
+/// not promise, or promises differently, is listed here.
 pub(crate) const E2B: Backend = Backend {
     name: "e2b",
     sandbox: "e2b",
@@ -80,7 +80,65 @@ pub(crate) const E2B: Backend = Backend {
         (
             "host loopback with network",
             "an E2B sandbox is a VM elsewhere: with network: true its 127.0.0.1 is the VM's \
-         own, and the host's loopback listener is not reachable by design",
+             own, and the host's loopback listener is not reachable by design",
+        ),
+        (
+            "keyctl refused",
+            "an E2B sandbox is a VM with its own kernel, whose keyrings hold nothing of the \
+             host's (the seccomp filter refusing keyctl is the local backend's); the probe \
+             still runs and finds no canary",
+        ),
+        (
+            "workspace mounted nosuid",
+            "an E2B sandbox's /workspace is a directory of the VM's own disk; a set-uid \
+             program there can gain only what the VM's default user may take anyway (E2B's \
+             templates give it passwordless sudo): the VM's kernel is the boundary. No \
+             capabilities and no device node are still probed",
+        ),
+        (
+            "no new privileges",
+            "E2B's templates give the VM's default user passwordless sudo, so root inside the \
+             VM is the agent's to take; the VM's kernel, not no_new_privs, is the boundary",
+        ),
+        (
+            "another local user",
+            "the agent's files are on the VM's disk, not the host's: the run's host \
+             directory stays empty (checked)",
+        ),
+        (
+            "limit notes",
+            "sandbox.limits are not applied inside an E2B VM: the template's size bounds a run \
+             (base: 512 MiB, 2 vCPUs; the local service gives each sandbox 512 MiB and 512 \
+             processes), and envd does not report the kernel's limit hits",
+        ),
+        (
+            "fork bomb",
+            "sandbox.limits are not applied inside an E2B VM (yet): a fork bomb fills the \
+             VM's process table and memory until the VM stops starting processes, Toren's \
+             own kill among them. It stays in the VM (the local service bounds each sandbox \
+             by a cgroup, as a VM's size does), but the sandbox is unusable after it; a \
+             harmless command stands in for it here",
+        ),
+        (
+            "flood of 2 GB",
+            "2 GB of output through envd's stream (base64 over HTTP) take minutes, a real \
+             E2B's more: the flood probe prints 200 MB, which shows the same head+tail cap \
+             and the same bound on Toren's memory",
+        ),
+        (
+            "memory-backed /tmp",
+            "an E2B VM's /tmp is on the VM's own disk, not in memory; a full disk is the \
+             `disk fill` test",
+        ),
+        (
+            "/dev/shm bounded",
+            "an E2B VM's /dev/shm is a tmpfs in the VM's own memory, bounded by the VM's size \
+             (the memory hog probe), not by a limit of Toren's",
+        ),
+        (
+            "read-only root",
+            "an E2B VM's root filesystem is the VM's own disk, writable by root only: the \
+             default user gets `Permission denied` (or `Read-only file system`)",
         ),
     ],
 };
@@ -273,4 +331,34 @@ fn e2b_network_policy() {
 #[test]
 fn e2b_secret_injection() {
     egress_secrets::suite(&E2B);
+}
+
+#[test]
+fn e2b_secrets() {
+    secrets::suite(&E2B);
+}
+
+#[test]
+fn e2b_paths() {
+    paths::suite(&E2B);
+}
+
+#[test]
+fn e2b_runaway() {
+    runaway::suite(&E2B);
+}
+
+#[test]
+fn e2b_runaway_disk_fill() {
+    runaway::disk_fill(&E2B);
+}
+
+#[test]
+fn e2b_runaway_edit_bomb() {
+    runaway::edit_bomb(&E2B);
+}
+
+#[test]
+fn e2b_hardening() {
+    hardening::suite(&E2B);
 }

@@ -1,4 +1,5 @@
-//! Paths (I-10): `read_file`, `write_file` and `edit_file` run on the host, so every way a
+//! Paths (I-10): `read_file`, `write_file` and `edit_file` run on the host (under e2b they
+//! resolve each path in the VM, and the test reads the VM's disk), so every way a
 //! path can lead out of the workspace is tried — `..`, absolute paths, `~`, empty and NUL
 //! paths, very long ones, symlinks the agent makes with bash (to `/`, to `/etc/passwd`, to a
 //! host file that does not even exist inside the sandbox, chains, loops, a symlinked
@@ -292,7 +293,7 @@ pub(crate) fn suite(backend: &Backend) {
     count += 4;
 
     // The writes that stayed inside landed inside.
-    let ws = toren.workspace(&ran.run);
+    let ws = harness::workspace(&toren, &ran.run);
     assert_eq!(read(&ws.join("deep/a/b/c.txt")), "written by the EDITED\n");
     assert_eq!(read(&ws.join("inside/new.txt")), "written by the agent\n");
     assert_eq!(

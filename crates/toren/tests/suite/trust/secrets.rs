@@ -106,8 +106,33 @@ fn plant(toren: Toren) -> (Toren, Canaries) {
     )
 }
 
+/// Under e2b the runtime needs the local E2B service's real key: it becomes a canary too
+/// (a runtime credential that must never reach the sandbox).
+fn e2b_key(backend: &Backend, toren: Toren, canaries: &mut Canaries) -> Toren {
+    if backend.sandbox != "e2b" {
+        return toren;
+    }
+    for (name, value) in &mut canaries.vars {
+        if *name == "E2B_API_KEY" {
+            harness::E2B_KEY.clone_into(value);
+        }
+    }
+    toren.env("E2B_API_KEY", harness::E2B_KEY)
+}
+
 /// (probe, what its output must show to prove it ran).
-fn probes(canaries: &Canaries, sandbox_root: &Path) -> Vec<(Call, &'static str)> {
+fn probes(
+    canaries: &Canaries,
+    sandbox_root: &Path,
+    backend: &Backend,
+) -> Vec<(Call, &'static str)> {
+    // The kernel keyrings of the user running Toren: keyctl is refused. In a VM the
+    // keyrings are the VM kernel's own; the probe still runs and must find no canary.
+    let keyctl = if backend.applies("keyctl refused") {
+        "keyctl: -1 1\n"
+    } else {
+        "keyctl: "
+    };
     let mut probes = vec![
         (bash("env"), "PATH="),
         (bash("cat /proc/self/environ | tr '\\0' '\\n'"), "PATH="),
@@ -156,7 +181,6 @@ fn probes(canaries: &Canaries, sandbox_root: &Path) -> Vec<(Call, &'static str)>
             bash("cat /proc/keys /proc/self/status 2>&1 | head -50"),
             "Name:",
         ),
-        // The kernel keyrings of the user running Toren: keyctl is refused.
         (
             bash(
                 "python3 -c 'import ctypes, platform; \\
@@ -164,7 +188,7 @@ fn probes(canaries: &Canaries, sandbox_root: &Path) -> Vec<(Call, &'static str)>
                  libc = ctypes.CDLL(None, use_errno=True); \\
                  print(\"keyctl:\", libc.syscall(nr, 0, -3, 0), ctypes.get_errno())'",
             ),
-            "keyctl: -1 1\n",
+            keyctl,
         ),
     ];
     // Every planted file and the sandbox root, by their host paths.
@@ -213,8 +237,9 @@ fn probes(canaries: &Canaries, sandbox_root: &Path) -> Vec<(Call, &'static str)>
 }
 
 pub(crate) fn suite(backend: &Backend) {
-    let (toren, canaries) = plant(harness::toren_for(backend));
-    let probes = probes(&canaries, &toren.sandbox_root());
+    let (toren, mut canaries) = plant(harness::toren_for(backend));
+    let toren = e2b_key(backend, toren, &mut canaries);
+    let probes = probes(&canaries, &toren.sandbox_root(), backend);
     let calls: Vec<Call> = probes.iter().map(|(c, _)| c.clone()).collect();
     harness::agent(&toren, "nosy", "  approval: never\n", &[calls]);
     let grant_calls = vec![
@@ -367,7 +392,101 @@ pub(crate) fn suite(backend: &Backend) {
         );
         count += 1;
     }
+    if let Some(fake) = harness::fake() {
+        count += e2b_requests(fake, &canaries, &[&ran, &granted]);
+    }
     report(backend, "secrets", count);
+}
+
+/// Under e2b: the local E2B service recorded every request Toren made. The E2B key went
+/// only to the control plane, as its `X-API-Key`; no other canary went anywhere; the
+/// granted value only as a command's `envs` (never in its argv, `envVars`, a file upload
+/// or the control plane); no sandbox was created with `envVars`. Nor is a canary on the
+/// disk of any sandbox the runs used. Returns how many checks it made.
+fn e2b_requests(
+    fake: &toren_test_support::e2b::FakeE2b,
+    canaries: &Canaries,
+    runs: &[&harness::Ran],
+) -> usize {
+    let requests = fake.requests();
+    assert!(
+        requests.iter().any(|r| r.plane == "control") && requests.iter().any(|r| r.plane == "envd"),
+        "the runs made no E2B requests"
+    );
+    let mut granted_starts = 0;
+    for request in &requests {
+        let whole = request.text();
+        let mut without_key = request.clone();
+        if request.plane == "control" {
+            let keys: Vec<&str> = request
+                .headers
+                .iter()
+                .filter(|(k, _)| k == "x-api-key")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(keys, vec![harness::E2B_KEY], "{whole}");
+            without_key.headers.retain(|(k, _)| k != "x-api-key");
+        }
+        let rest = without_key.text();
+        for value in canaries.never() {
+            assert!(!rest.contains(value), "a request holds {value}:\n{whole}");
+        }
+        if request.plane == "control" && request.method == "POST" && request.uri == "/sandboxes" {
+            let body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
+            let env_vars = &body["envVars"];
+            assert!(
+                env_vars.is_null() || env_vars.as_object().is_some_and(|o| o.is_empty()),
+                "a sandbox was created with envVars: {body}"
+            );
+        }
+        if !rest.contains(&canaries.my_app) {
+            continue;
+        }
+        // The granted value: only as one command's `envs`.
+        assert!(
+            request.plane == "envd" && request.uri == "/process.Process/Start",
+            "the granted value went elsewhere:\n{whole}"
+        );
+        // The envelope's 5-byte prefix (decoded lossily) comes before the JSON.
+        let json_at = request.body.find('{').unwrap();
+        let start: serde_json::Value = serde_json::from_str(&request.body[json_at..]).unwrap();
+        let process = &start["process"];
+        assert_eq!(process["envs"]["MY_APP_DB_URL"], json!(canaries.my_app));
+        let mut others = process.clone();
+        others["envs"]
+            .as_object_mut()
+            .unwrap()
+            .remove("MY_APP_DB_URL");
+        assert!(
+            !others.to_string().contains(&canaries.my_app),
+            "the granted value is in a command's argv: {process}"
+        );
+        granted_starts += 1;
+    }
+    // The granted run's four commands, and no more.
+    assert_eq!(granted_starts, 4, "commands that carried the granted value");
+    let mut checked = 4;
+    let mut disks = 0;
+    for ran in runs {
+        for id in harness::sandbox_ids(&ran.events) {
+            let disk = fake.disk(&id).unwrap();
+            for dir in ["/workspace", "/home/user", "/tmp"] {
+                let (host, _) = disk.host_path(dir).unwrap();
+                for file in files_under(&host) {
+                    let Ok(bytes) = std::fs::read(&file) else {
+                        continue;
+                    };
+                    for value in canaries.values() {
+                        assert!(!contains(&bytes, value), "{} holds {value}", file.display());
+                    }
+                }
+            }
+            disks += 1;
+        }
+    }
+    assert_eq!(disks, runs.len(), "one sandbox per run");
+    checked += 1;
+    checked
 }
 
 #[test]
@@ -392,7 +511,7 @@ fn telegram_secrets() {
         .env("TOREN_TELEGRAM_USERS", &USER.to_string())
         .env("TOREN_TELEGRAM_AGENT", "nosy")
         .env("TOREN_LOG", "debug");
-    let probes = probes(&canaries, &toren.sandbox_root());
+    let probes = probes(&canaries, &toren.sandbox_root(), &super::LOCAL);
     let calls: Vec<Call> = probes.iter().map(|(c, _)| c.clone()).collect();
     harness::agent(&toren, "nosy", "  approval: never\n", &[calls]);
     // Its log (at debug, long) goes to a file: a pipe nobody reads would fill and stall it.
