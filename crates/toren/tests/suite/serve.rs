@@ -973,3 +973,43 @@ async fn old_runs_this_server_leaves_alone_do_not_hide_newer_ones() {
     local.signal("-TERM");
     assert_eq!(local.wait_exit(), Some(0));
 }
+
+/// An injected secret unset in the environment (issue 18): `toren serve` with its own
+/// workers on the local queue drives every run it creates, so its API refuses the run and
+/// the session up front (422, naming the variable, nothing made); an API-only front
+/// (`--workers 0`) leaves the check to the worker that will claim the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_refuses_an_unset_injected_secret_only_where_it_drives_its_runs() {
+    let toren = home();
+    toren.file("s.yaml", "turns:\n  - text: \"done\"\n");
+    toren.agent(
+        "injector",
+        "name: injector\nmodel: scripted/s.yaml\nsandbox:\n  network: [api.test]\n  \
+         secrets:\n    GH_TOKEN: {hosts: [api.test], header: \"Authorization: Bearer ${value}\"}\n",
+    );
+    let server = Server::start(&toren);
+    for (path, body) in [
+        ("/runs", json!({"agent": "injector", "input": "go"})),
+        ("/sessions", json!({"agent": "injector", "name": "s"})),
+    ] {
+        let (status, problem) = server.post(path, body).await;
+        assert_eq!(status, 422, "{path}: {problem}");
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("agent `injector` injects GH_TOKEN through its egress proxy"),
+            "{detail}"
+        );
+    }
+    assert_eq!(server.get("/runs").await["runs"], json!([]));
+    assert_eq!(server.get("/sessions").await["sessions"], json!([]));
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(), Some(0));
+
+    let front = Server::start_with(&toren, &["--workers", "0"]);
+    let (status, run) = front
+        .post("/runs", json!({"agent": "injector", "input": "go"}))
+        .await;
+    assert_eq!(status, 202, "{run}");
+    front.signal("-TERM");
+    assert_eq!(front.wait_exit(), Some(0));
+}
