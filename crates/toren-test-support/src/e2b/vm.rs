@@ -65,7 +65,8 @@ impl Bounds {
             let Some(parent) = parent_dir(controller) else {
                 continue;
             };
-            let dir = parent.join(format!("fake-e2b-{name}"));
+            remove_stale(&parent);
+            let dir = parent.join(format!("fake-e2b-{}-{name}", std::process::id()));
             if !dir.is_dir() && std::fs::create_dir(&dir).is_err() {
                 continue;
             }
@@ -131,6 +132,25 @@ impl Drop for Bounds {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
+        }
+    }
+}
+
+/// Removes the empty cgroups that fakes of processes no longer running left under `parent`
+/// (a process that exits with sandboxes alive never stops them); a cgroup that still holds
+/// a process is not removed (the kernel refuses).
+fn remove_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("fake-e2b-")) else {
+            continue;
+        };
+        let owner = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir(entry.path());
         }
     }
 }
