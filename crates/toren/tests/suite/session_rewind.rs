@@ -284,6 +284,18 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
     assert_eq!(commands, [make.as_str()]);
     assert!(!said.iter().any(|s| s == "model: made"), "{said:?}");
     assert_eq!(said.last().unwrap(), "go on");
+    // /history names each turn's run, where its steps are read.
+    let out = chat(&toren, &["chat", "s"], "/history\n");
+    assert!(
+        text(&out.stderr).contains(&format!("turn 1: run {run1} (`/rewind 1`")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("[1] you> turn one: make"),
+        "{}",
+        text(&out.stdout)
+    );
     // The git repository is the one of turn 1: one commit.
     let log = std::process::Command::new("git")
         .args([

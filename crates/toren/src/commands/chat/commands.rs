@@ -55,7 +55,7 @@ const HELP: &str = "\
 /undo      back to before the last turn: the workspace and the conversation as they were
 /rewind S  back to step S: TURN (before that turn, e.g. 3) or TURN.SEQ (after event SEQ
            of that turn's run, e.g. 3.7, as `toren events RUN` numbers them); /history
-           shows the turns
+           shows the turns and their runs
 /exit      leave (Ctrl-D too); the session stays, continue it with `toren chat NAME`
 A line ending in \\ continues on the next line.";
 
@@ -162,7 +162,25 @@ impl Chat {
             .conversation(&self.session)
             .await
             .map_err(Failure::failed)?;
+        // Where each turn's steps are: `/rewind N` before it, `/rewind N.SEQ` after event
+        // SEQ of its run (`toren events RUN`).
+        let line = self
+            .service
+            .session_line(&self.session)
+            .await
+            .map_err(Failure::failed)?;
+        let mut shown = None;
         for (turn, message) in conversation {
+            if shown != Some(turn) {
+                shown = Some(turn);
+                if let Some(t) = line.iter().find(|t| t.turn == turn) {
+                    say!(
+                        "turn {turn}: run {} (`/rewind {turn}` goes back to before it, `/rewind {turn}.SEQ` to after event SEQ of `toren events {}`)",
+                        t.run_id,
+                        t.run_id
+                    );
+                }
+            }
             match message {
                 Message::User { text } => println!("[{turn}] you> {}", visible_lines(&text)),
                 Message::Assistant(a) => {
