@@ -67,6 +67,29 @@ function runPage() {
   const calls = {}; // call id -> {node, started}
   const usage = { input: 0, output: 0 };
   let waitingCall = null;
+  // The open approval requests of the run's current wait (id -> what the panel shows), as
+  // toren_protocol::Waiting folds them: a decision shows the run running only once none is
+  // open, and the panel then shows the one still waiting.
+  const open = new Map();
+  let status = null;
+
+  function showApproval(id, text) {
+    waitingCall = id;
+    document.getElementById("approval-command").textContent = text;
+    document.getElementById("approval-error").textContent = "";
+    approval.hidden = false;
+  }
+
+  function foldStatus(event) {
+    const after = STATUS_AFTER[event.type];
+    if (event.type === "approval_decided") {
+      if (status === "awaiting_approval" && open.size === 0) status = "running";
+    } else if (after) {
+      if (event.type !== "approval_requested" && event.type !== "host_approval_requested") open.clear();
+      status = after;
+    }
+    if (status) setStatus(statusNode, status);
+  }
 
   function callNode(id, name, args) {
     if (calls[id]) return calls[id];
@@ -119,10 +142,9 @@ function runPage() {
         const c = callNode(event.call_id, event.tool, { command: event.command });
         c.meta.textContent = "waiting for approval";
         seqNode(c.node);
-        waitingCall = event.call_id;
-        document.getElementById("approval-command").textContent = event.command;
-        document.getElementById("approval-error").textContent = "";
-        approval.hidden = false;
+        open.clear();
+        open.set(event.call_id, event.command);
+        showApproval(event.call_id, event.command);
         break;
       }
       case "host_approval_requested": {
@@ -130,10 +152,8 @@ function runPage() {
         const what = "network access to " + event.host + ":" + event.port +
           (event.call_id ? " (from bash call " + event.call_id + (event.command ? ": " + event.command : "") + ")" : "");
         timeline.append(seqNode(el("li", "event muted", "asks for " + what)));
-        waitingCall = event.id;
-        document.getElementById("approval-command").textContent = what;
-        document.getElementById("approval-error").textContent = "";
-        approval.hidden = false;
+        open.set(event.id, what);
+        showApproval(event.id, what);
         break;
       }
       case "egress_connections":
@@ -148,7 +168,12 @@ function runPage() {
           (event.reason ? ": " + event.reason : "");
         if (c) c.meta.textContent = text;
         timeline.append(seqNode(el("li", "event muted decision", text)));
-        if (waitingCall === event.call_id) { approval.hidden = true; waitingCall = null; }
+        open.delete(event.call_id);
+        if (waitingCall === event.call_id) {
+          const rest = Array.from(open.entries());
+          if (rest.length > 0) showApproval(rest[rest.length - 1][0], rest[rest.length - 1][1]);
+          else { approval.hidden = true; waitingCall = null; }
+        }
         break;
       }
       case "tool_started": {
@@ -222,7 +247,7 @@ function runPage() {
       default:
         timeline.append(seqNode(el("li", "event muted", event.type)));
     }
-    if (STATUS_AFTER[event.type]) setStatus(statusNode, STATUS_AFTER[event.type]);
+    foldStatus(event);
     if (TERMINAL.has(STATUS_AFTER[event.type])) {
       cancel.hidden = true;
       approval.hidden = true;
