@@ -20,6 +20,7 @@ mod network;
 mod paths;
 mod runaway;
 mod secrets;
+mod secrets_e2b;
 mod spoofing;
 
 /// A sandbox backend under test.
