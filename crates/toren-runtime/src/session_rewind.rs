@@ -112,6 +112,14 @@ impl RunService {
         let line = self.line_before(&session.id, u32::MAX).await?;
         self.check_step(&line, step).await.map_err(refuse)?;
         let checkpoint = self.checkpoint_at(session, step).await.map_err(refuse)?;
+        if let (Some(id), Some(policy)) = (&checkpoint, &session.policy)
+            && !toren_worker::checkpoint_kept(policy, id).await
+        {
+            return Err(refuse(format!(
+                "the workspace at step {step} is checkpoint {id}, which is no longer kept (the \
+                 oldest are pruned past `sandbox.checkpoints.keep`)"
+            )));
+        }
         let mut created = self.turn_created(session, String::new(), None).await;
         if let Some(start) = created.start.as_mut() {
             start.rewound = Some(Rewound {

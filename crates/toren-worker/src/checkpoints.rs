@@ -54,3 +54,24 @@ pub async fn checkpoint_workspace(policy: &ResolvedPolicy) -> Option<String> {
         }
     }
 }
+
+/// Whether the checkpoint `id` is still kept in the store beside the workspace `policy`
+/// pins (`keep` prunes the oldest): a rewind to it is refused before anything is written
+/// rather than left unable to restore.
+pub async fn checkpoint_kept(policy: &ResolvedPolicy, id: &str) -> bool {
+    let Some(root) = policy
+        .workspace
+        .as_ref()
+        .and_then(|ws| toren_checkpoint::Policy::store_for(std::path::Path::new(ws)))
+    else {
+        return false;
+    };
+    let id = id.to_owned();
+    tokio::task::spawn_blocking(move || {
+        toren_checkpoint::Store::open(root)
+            .and_then(|store| store.list())
+            .is_ok_and(|ids| ids.contains(&id))
+    })
+    .await
+    .unwrap_or(false)
+}

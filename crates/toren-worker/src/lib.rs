@@ -27,7 +27,7 @@ mod unreplayable;
 
 pub mod holder;
 
-pub use checkpoints::{checkpoint_policy, checkpoint_workspace};
+pub use checkpoints::{checkpoint_kept, checkpoint_policy, checkpoint_workspace};
 pub use driver::{Outcome, Worker, WorkerConfig};
 pub use egress::{FLUSH_EVERY, HOST_APPROVAL_WAIT, RunEgress};
 pub use error::Error;

@@ -431,3 +431,35 @@ fn a_session_whose_turn_is_driven_elsewhere_is_not_rewound() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A step whose checkpoint `keep` has pruned is refused before anything is written: no
+/// rewind turn is made that could not restore.
+#[test]
+fn a_step_whose_checkpoint_was_pruned_is_refused_and_nothing_is_written() {
+    let fake = FakeAnthropic::start(vec![
+        bash("c1", "echo one > one.txt"),
+        Reply::text("one"),
+        bash("c2", "echo two > two.txt"),
+        Reply::text("two"),
+    ])
+    .unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url());
+    toren.agent(
+        "w",
+        "name: w\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n  checkpoints: {keep: 1}\n",
+    );
+    chat(&toren, &["chat", "p", "--agent", "w"], "first\nsecond\n");
+    let ws = PathBuf::from(show(&toren, "p")["workspace"].as_str().unwrap());
+    let before = tree(&ws);
+    let out = toren.run(&["rewind", "p", "--to", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no longer kept"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(show(&toren, "p")["turns"].as_array().unwrap().len(), 2);
+    same(&before, &tree(&ws), "a refused rewind");
+}
