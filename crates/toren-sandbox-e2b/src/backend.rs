@@ -134,6 +134,7 @@ impl E2bBackend {
             network,
             lifetime: self.settings.lifetime,
             env: toren_sandbox::sandbox_env(&env),
+            limits: policy.limits,
         };
         let sandbox = Arc::new_cyclic(|me| E2bSandbox::new(setup, me.clone()));
         sandbox.ensure().await?;

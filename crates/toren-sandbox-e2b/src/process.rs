@@ -20,6 +20,7 @@ use futures::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 use toren_exec::Capture;
+use toren_protocol::ResourceLimits;
 
 use crate::client::{Client, envd_error};
 use crate::error::{Error, Result};
@@ -42,14 +43,27 @@ macro_rules! sweep {
     };
 }
 
-/// Keeps only the names given after the command, then, in a session of its own, runs it,
-/// ends what it left running (`sweep!`; its leftovers would also hold its output open, and
-/// envd ends the stream only when nothing does) and exits as it did (a signal's death as
-/// 128 + N, as bash reports it).
+/// Runs the command (`$1`) under `sandbox.limits` as rlimits, as the local backend does
+/// without cgroups: `$2` more processes of the user than it already runs
+/// (`RLIMIT_NPROC`, which counts them all; the default user of an E2B VM is no root, so it
+/// binds), `$3` KiB of data per process (`RLIMIT_DATA`), `$4` seconds of CPU per process;
+/// never above the VM's hard limit. In a subshell, so the sweep after it is not limited.
+macro_rules! limited {
+    () => {
+        r#"n=0; for d in /proc/[0-9]*; do [ -O "$d" ] && n=$((n+1)); done; (lim() { h=$(ulimit -H "$1"); if [ "$h" != unlimited ] && [ "$2" -gt "$h" ]; then ulimit -S -H "$1" "$h"; else ulimit -S -H "$1" "$2"; fi; }; lim -u $((n + $2)); lim -d $3; lim -t $4; exec /bin/bash -c "$1")"#
+    };
+}
+
+/// Keeps only the names given after the command and its limits, then, in a session of its
+/// own, runs it under the limits (`limited!`), ends what it left running (`sweep!`; its
+/// leftovers would also hold its output open, and envd ends the stream only when nothing
+/// does) and exits as it did (a signal's death as 128 + N, as bash reports it).
 const WRAPPER: &str = concat!(
-    r#"c=$1; shift; keep=" PATH HOME LANG $* "; for v in $(compgen -e); do case "$keep" in *" $v "*) ;; *) unset "$v";; esac; done; exec setsid /bin/bash -c '/bin/bash -c "$1"; s=$?; "#,
+    r#"c=$1; l="$2 $3 $4"; shift 4; keep=" PATH HOME LANG $* "; for v in $(compgen -e); do case "$keep" in *" $v "*) ;; *) unset "$v";; esac; done; exec setsid /bin/bash -c '"#,
+    limited!(),
+    "; s=$?; ",
     sweep!(),
-    r#"; exit $s' toren "$c""#
+    r#"; exit $s' toren "$c" $l"#
 );
 
 /// Toren's timeout: the command's process group (its session's: the wrapper's pid is the
@@ -93,14 +107,22 @@ pub(crate) struct Target<'a> {
     pub(crate) token: Option<&'a str>,
 }
 
-/// The request message of `command` under exactly `env`, in `cwd`.
-pub(crate) fn start_message(command: &str, env: &[(String, String)], cwd: &str) -> Value {
+/// The request message of `command` under exactly `env` and `limits`, in `cwd`.
+pub(crate) fn start_message(
+    command: &str,
+    env: &[(String, String)],
+    limits: &ResourceLimits,
+    cwd: &str,
+) -> Value {
     let envs: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut args = vec![
         "-c".to_owned(),
         WRAPPER.to_owned(),
         "toren".to_owned(),
         command.to_owned(),
+        limits.pids.to_string(),
+        (limits.memory / 1024).max(1).to_string(),
+        limits.cpu_secs.max(1).to_string(),
     ];
     args.extend(env.iter().map(|(k, _)| k.clone()));
     json!({"process": {"cmd": "/bin/bash", "args": args, "envs": envs, "cwd": cwd}, "stdin": false})

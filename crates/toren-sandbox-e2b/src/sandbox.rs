@@ -44,6 +44,8 @@ pub(crate) struct Setup {
     pub(crate) lifetime: Duration,
     /// The commands' whole environment, granted values included: never logged.
     pub(crate) env: Vec<(String, String)>,
+    /// `sandbox.limits`, applied to each command in the VM as rlimits.
+    pub(crate) limits: toren_protocol::ResourceLimits,
 }
 
 struct Live {
@@ -334,7 +336,12 @@ impl Sandbox for E2bSandbox {
 
     async fn exec(&self, req: ExecRequest) -> toren_sandbox::Result<ExecOutput> {
         check_command(&req.command)?;
-        let message = start_message(&req.command, &self.setup.env, SANDBOX_WORKDIR);
+        let message = start_message(
+            &req.command,
+            &self.setup.env,
+            &self.setup.limits,
+            SANDBOX_WORKDIR,
+        );
         let mut retried = false;
         loop {
             let (id, token) = self.ensure().await?;

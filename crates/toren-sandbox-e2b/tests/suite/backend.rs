@@ -146,6 +146,36 @@ async fn the_environment_is_exactly_the_granted_names_and_no_credential_is_sent(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn sandbox_limits_bound_each_command_in_the_vm() {
+    let fx = Fixture::new();
+    let backend = fx.backend();
+    let limits = serde_json::json!({"limits": {"memory": 268_435_456, "pids": 64, "cpu_secs": 30}});
+    let sandbox = backend
+        .open(&run_id(), &policy(limits), vec![])
+        .await
+        .unwrap();
+    let out = run(
+        sandbox.as_ref(),
+        "ulimit -d; ulimit -t; ulimit -Hd; ulimit -u; ulimit -Hu",
+    )
+    .await;
+    let lines: Vec<&str> = out.output.lines().collect();
+    assert_eq!(lines[..3], ["262144", "30", "262144"], "{}", out.output);
+    // 64 more processes than the user already runs (the wrapper's few), soft and hard.
+    let nproc: u32 = lines[3].parse().unwrap();
+    assert!((64..64 + 8).contains(&nproc), "{}", out.output);
+    assert_eq!(lines[4], lines[3]);
+    // A memory hog is stopped by the data limit, and the next command still runs.
+    let hog = run(
+        sandbox.as_ref(),
+        "x=$(head -c 400000000 /dev/zero | tr '\\0' a); echo survived ${#x}",
+    )
+    .await;
+    assert!(!hog.output.contains("survived"), "{}", hog.output);
+    assert_eq!(run(sandbox.as_ref(), "echo ok").await.output, "ok\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_timeout_kills_the_command_and_everything_it_started() {
     let fx = Fixture::new();
     let backend = fx.backend();

@@ -108,17 +108,18 @@ pub(crate) const E2B: Backend = Backend {
         ),
         (
             "limit notes",
-            "sandbox.limits are not applied inside an E2B VM: the template's size bounds a run \
-             (base: 512 MiB, 2 vCPUs; the local service gives each sandbox 512 MiB and 512 \
-             processes), and envd does not report the kernel's limit hits",
+            "in an E2B VM sandbox.limits are rlimits of each command (RLIMIT_NPROC for the \
+             user's processes, RLIMIT_DATA and RLIMIT_CPU per process), whose hits the \
+             kernel reports to no one Toren can ask (no cgroup's events through envd)",
         ),
         (
             "fork bomb",
-            "sandbox.limits are not applied inside an E2B VM (yet): a fork bomb fills the \
-             VM's process table and memory until the VM stops starting processes, Toren's \
-             own kill among them. It stays in the VM (the local service bounds each sandbox \
-             by a cgroup, as a VM's size does), but the sandbox is unusable after it; a \
-             harmless command stands in for it here",
+            "Toren bounds a command's processes in the VM by RLIMIT_NPROC, which binds for \
+             E2B's default user (no root); every user of the local E2B service is root in \
+             its namespace, where it does not bind, so there a bomb would fill the \
+             service's sandbox (bounded by its cgroup, as a VM is by its size) until it \
+             starts nothing, Toren's kill included. A harmless command stands in for it; the \
+             limits themselves are checked by toren-sandbox-e2b's tests",
         ),
         (
             "flood of 2 GB",
