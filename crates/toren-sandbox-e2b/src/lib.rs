@@ -19,9 +19,11 @@
 //! Commands run through envd's `process.Process/Start` (`process`), a Connect stream over
 //! JSON spoken by hand (`client`; no E2B crate): no deadline is sent to envd, Toren's own
 //! timeout kills the command's whole process group, output goes into the same head+tail
-//! capture as the other backends, exit codes are exact. The command's environment is
-//! exactly PATH, HOME, LANG and the granted names (envd's additions are dropped before it
-//! starts); the E2B key and every other runtime credential stay on the control plane.
+//! capture as the other backends, exit codes are exact; `sandbox.limits` bound each command
+//! as rlimits, and what a command left running in the VM ends with it. The command's
+//! environment is exactly PATH, HOME, LANG and the granted names (envd's additions are
+//! dropped before it starts); the E2B key and every other runtime credential stay on the
+//! control plane.
 //!
 //! File tools work on the VM's `/workspace` (`files`): each path is resolved in the VM and
 //! refused there when it leads outside (`..`, absolute paths, symlinks the agent made) or
