@@ -64,6 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     run("one file changed")?;
     // What a tool call pays in steady state: one file changed before each of ten samples.
     let mut samples = Vec::new();
+    let cpu_before = cpu_ms();
     for i in 0..samples_wanted {
         std::fs::write(
             ws.join("node_modules/pkg3/lib/f170.js"),
@@ -73,6 +74,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         store.checkpoint(&ws, &none)?;
         samples.push(t.elapsed().as_secs_f64() * 1000.0);
     }
+    let cpu = cpu_ms()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     samples.sort_by(f64::total_cmp);
     println!(
         "one file changed, {} more p50 {:>6.1} ms  min {:.1}  max {:.1}",
@@ -81,6 +85,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         samples[0],
         samples[samples.len() - 1]
     );
+    // CPU time (user + system, all threads) per checkpoint: what the machine's load does
+    // not change, unlike the wall time above.
+    if let Some(cpu) = cpu {
+        println!(
+            "  CPU per checkpoint         {:>9.1} ms",
+            cpu / samples.len() as f64
+        );
+    }
     let t = Instant::now();
     store.restore(&first, &ws, &none)?;
     println!(
@@ -95,4 +107,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed().as_secs_f64() * 1000.0
     );
     Ok(())
+}
+
+/// CPU time this process used so far (user + system, all its threads), from
+/// `/proc/self/stat` (in clock ticks of 10 ms: meant for sums over many checkpoints).
+fn cpu_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses): utime is the 12th, stime
+    // the 13th.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks * 10.0)
 }
