@@ -172,7 +172,8 @@ impl RunService {
     /// Taking it off the queue and making its turn are one write
     /// ([`SessionStore::start_next_queued`]): a process that dies around it leaves the
     /// message queued or its turn made (which a worker resumes), and a queued message's
-    /// chat key stays with its turn.
+    /// chat key stays with its turn. The turn's checkpoint is taken just before that write,
+    /// and only when a message waits.
     pub async fn next_queued(
         &self,
         session: &Session,
@@ -182,6 +183,11 @@ impl RunService {
         let store = self.session_store()?;
         let turns = store.turns(&session.id).await?;
         if turns.iter().any(|t| !t.status.is_terminal()) {
+            return Ok(None);
+        }
+        // The turn's checkpoint (a walk of the workspace) is taken only when a message
+        // waits to become a turn: most calls (after every turn of a chat) find none.
+        if store.queued(&session.id).await? == 0 {
             return Ok(None);
         }
         self.record_ended_turns(session).await?;

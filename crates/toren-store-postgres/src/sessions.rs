@@ -298,6 +298,19 @@ impl SessionStore for PostgresStore {
         .await
     }
 
+    async fn queued(&self, session_id: &str) -> Result<u32> {
+        self.bounded(async {
+            let waiting = sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM session_queue WHERE session_id = $1",
+            )
+            .bind(session_id)
+            .fetch_one(&self.pool)
+            .await?;
+            Ok(u32::try_from(waiting).unwrap_or(u32::MAX))
+        })
+        .await
+    }
+
     async fn dequeue(&self, session_id: &str) -> Result<Option<String>> {
         self.bounded(async {
             let mut tx = self.begin().await?;

@@ -109,6 +109,12 @@ pub trait SessionStore: Send + Sync {
     /// [`SessionStore::create_turn_keyed`]).
     async fn enqueue_keyed(&self, session_id: &str, text: &str, key: Option<&str>) -> Result<u32>;
 
+    /// How many messages wait in the session's queue; a peek, nothing is taken. A caller
+    /// that only acts when one waits (a turn checkpoint before
+    /// [`SessionStore::start_next_queued`]) asks this first; the answer may be stale by the
+    /// time it acts, which the atomic start then settles.
+    async fn queued(&self, session_id: &str) -> Result<u32>;
+
     /// Takes the oldest queued message, if any.
     async fn dequeue(&self, session_id: &str) -> Result<Option<String>>;
 

@@ -296,6 +296,7 @@ pub async fn a_queued_message_becomes_exactly_one_turn(store: &dyn LogAndSession
         "start_next_queued",
     );
     assert!(none.is_none(), "nothing queued, nothing started: {none:?}");
+    assert_eq!(ok(store.queued(&s.id).await, "queued"), 0);
     let first = RunId::new();
     let (_, lease, _) = ok(
         store
@@ -304,6 +305,9 @@ pub async fn a_queued_message_becomes_exactly_one_turn(store: &dyn LogAndSession
         "create_turn",
     );
     ok(store.enqueue(&s.id, "later").await, "enqueue");
+    // The peek counts what waits and takes nothing: asked twice, the same.
+    assert_eq!(ok(store.queued(&s.id).await, "queued"), 1);
+    assert_eq!(ok(store.queued(&s.id).await, "queued"), 1);
     let early = RunId::new();
     let refused = store
         .start_next_queued(&s.id, &early, turn_input(""), "h", TTL)
@@ -338,6 +342,11 @@ pub async fn a_queued_message_becomes_exactly_one_turn(store: &dyn LogAndSession
     .unwrap_or_else(|| panic!("the queued message is started once the turn ended"));
     assert_eq!((started.turn, started.text.as_str()), (2, "later"));
     assert_eq!(started.key, None);
+    assert_eq!(
+        ok(store.queued(&s.id).await, "queued"),
+        0,
+        "taken off the queue"
+    );
     assert_eq!(
         started.lease.run_id, second,
         "the caller holds the new turn"

@@ -258,6 +258,15 @@ impl SessionStore for SqliteStore {
         .await
     }
 
+    async fn queued(&self, session_id: &str) -> Result<u32> {
+        let waiting =
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM session_queue WHERE session_id = ?")
+                .bind(session_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(u32::try_from(waiting).unwrap_or(u32::MAX))
+    }
+
     async fn dequeue(&self, session_id: &str) -> Result<Option<String>> {
         let session_id = session_id.to_owned();
         self.write(move |tx| {
