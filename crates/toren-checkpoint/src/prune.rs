@@ -7,6 +7,7 @@ use std::fs;
 
 use crate::format::{self, Decoded};
 use crate::manifest::{Rec, RecKind};
+use crate::store::unreadable;
 use crate::{Result, Store, io};
 
 impl Store {
@@ -31,14 +32,25 @@ impl Store {
                 }
             }
         };
+        // A kept checkpoint that does not read (damaged, or a parent removed by hand) can
+        // restore nothing: it keeps no blob alive, and does not stop the prune.
         for id in kept {
-            match self.read_file(id)? {
+            let file = match self.read_file(id) {
+                Ok(file) => file,
+                Err(e) if unreadable(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            match file {
                 Decoded::Full(snap) => add(&snap.entries),
                 Decoded::Delta { delta, .. } if kept_ids.contains(delta.parent.as_str()) => {
                     add(&delta.upserts);
                 }
                 Decoded::Delta { .. } => {
-                    let mut snap = self.load(id)?;
+                    let mut snap = match self.load(id) {
+                        Ok(snap) => snap,
+                        Err(e) if unreadable(&e) => continue,
+                        Err(e) => return Err(e),
+                    };
                     snap.depth = 0;
                     self.write_manifest(id, &format::encode_full(&snap))?;
                     add(&snap.entries);

@@ -166,8 +166,17 @@ impl Store {
     /// written again; what changed is written as a delta against the latest checkpoint.
     pub fn checkpoint(&self, workspace: &Path, exclude: &Exclude) -> Result<Checkpoint> {
         self.clear_tmp()?;
-        let previous = match self.list()?.last() {
-            Some(id) => Some(self.latest(id)?),
+        let last = self.list()?.pop();
+        let previous = match &last {
+            Some(id) => match self.latest(id) {
+                Ok(snap) => Some(snap),
+                // The latest one does not read (its file or a parent's damaged or removed
+                // by hand): this checkpoint is taken whole, every file read (their blobs
+                // are mostly there already), so the store heals instead of failing each
+                // call from now on.
+                Err(e) if unreadable(&e) => None,
+                Err(e) => return Err(e),
+            },
             None => None,
         };
         let walked = walk::walk(workspace, exclude)?;
@@ -219,7 +228,7 @@ impl Store {
                 stats,
             });
         }
-        let id = next_id(previous.as_deref());
+        let id = next_id(last.as_deref());
         let created_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -366,17 +375,26 @@ impl Store {
     }
 }
 
-/// A new id after `previous`'s: ids sort in the order the checkpoints were made (list,
+/// A new id after the latest one's: ids sort in the order the checkpoints were made (list,
 /// prune and diff rely on it), also for two made within one millisecond, whose random
 /// parts would decide.
-fn next_id(previous: Option<&Snap>) -> String {
+fn next_id(latest: Option<&str>) -> String {
     let mut id = ulid::Ulid::generate();
-    if let Some(last) = previous.and_then(|p| ulid::Ulid::from_string(&p.id.to_uppercase()).ok())
+    if let Some(last) = latest.and_then(|p| ulid::Ulid::from_string(&p.to_uppercase()).ok())
         && id <= last
     {
         id = last.increment().unwrap_or(id);
     }
     id.to_string().to_lowercase()
+}
+
+/// A manifest that is not there or does not decode (as against one that could not be
+/// read now, e.g. for lack of permission).
+pub(crate) fn unreadable(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::NotFound { .. } | Error::Format { .. } | Error::Manifest { .. }
+    )
 }
 
 fn valid_id(id: &str) -> bool {

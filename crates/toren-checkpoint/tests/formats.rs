@@ -147,3 +147,45 @@ fn a_long_run_of_deltas_reads_back_every_checkpoint() -> TestResult {
     assert_eq!(again.stats.blobs_written, 0, "the kept blobs are all there");
     Ok(())
 }
+
+/// The latest manifest damaged (cut short, as a disk fault might leave it): the next
+/// checkpoint is taken whole instead of failing from then on, and restores; a prune goes
+/// past a kept checkpoint that does not read.
+#[test]
+fn a_damaged_latest_manifest_heals_with_the_next_checkpoint() -> TestResult {
+    let (dir, ws, store) = setup()?;
+    let none = Exclude::default();
+    fs::write(ws.join("a"), "one")?;
+    let first = store.checkpoint(&ws, &none)?;
+    fs::write(ws.join("a"), "two")?;
+    let second = store.checkpoint(&ws, &none)?;
+    let file = dir
+        .path()
+        .join(format!("checkpoints/manifests/{}.v2", second.id));
+    let bytes = fs::read(&file)?;
+    fs::write(&file, &bytes[..bytes.len() / 2])?;
+    // As a fresh process sees it: the latest checkpoint is remembered per store root, so
+    // the store is opened by another path to it.
+    symlink(dir.path().join("checkpoints"), dir.path().join("alias"))?;
+    let fresh = Store::open(dir.path().join("alias"))?;
+    assert!(fresh.manifest(&second.id).is_err());
+    fs::write(ws.join("b"), "new")?;
+    let third = fresh.checkpoint(&ws, &none)?;
+    assert!(third.id > second.id);
+    assert_eq!(third.stats.hashed, 2, "taken whole");
+    fs::write(ws.join("a"), "three")?;
+    let fourth = fresh.checkpoint(&ws, &none)?;
+    // The damaged one is among the kept: passed over.
+    assert_eq!(fresh.prune(3)?, 1);
+    assert_eq!(
+        fresh.list()?,
+        [second.id.clone(), third.id.clone(), fourth.id.clone()]
+    );
+    assert!(fresh.manifest(&first.id).is_err());
+    fresh.restore(&third.id, &ws, &none)?;
+    assert_eq!(fs::read_to_string(ws.join("a"))?, "two");
+    assert_eq!(fs::read_to_string(ws.join("b"))?, "new");
+    fresh.restore(&fourth.id, &ws, &none)?;
+    assert_eq!(fs::read_to_string(ws.join("a"))?, "three");
+    Ok(())
+}
