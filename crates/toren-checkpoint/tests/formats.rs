@@ -179,7 +179,7 @@ fn a_damaged_latest_manifest_heals_with_the_next_checkpoint() -> TestResult {
     assert_eq!(fresh.prune(3)?, 1);
     assert_eq!(
         fresh.list()?,
-        [second.id.clone(), third.id.clone(), fourth.id.clone()]
+        [second.id, third.id.clone(), fourth.id.clone()]
     );
     assert!(fresh.manifest(&first.id).is_err());
     fresh.restore(&third.id, &ws, &none)?;
