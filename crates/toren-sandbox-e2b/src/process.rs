@@ -47,10 +47,11 @@ macro_rules! sweep {
 /// without cgroups: `$2` more processes of the user than it already runs
 /// (`RLIMIT_NPROC`, which counts them all; the default user of an E2B VM is no root, so it
 /// binds), `$3` KiB of data per process (`RLIMIT_DATA`), `$4` seconds of CPU per process;
-/// never above the VM's hard limit. In a subshell, so the sweep after it is not limited.
+/// where the VM's hard limit is lower, that (without a fork: no `$(ulimit -H)`). In a
+/// subshell, so the sweep after it is not limited.
 macro_rules! limited {
     () => {
-        r#"n=0; for d in /proc/[0-9]*; do [ -O "$d" ] && n=$((n+1)); done; (lim() { h=$(ulimit -H "$1"); if [ "$h" != unlimited ] && [ "$2" -gt "$h" ]; then ulimit -S -H "$1" "$h"; else ulimit -S -H "$1" "$2"; fi; }; lim -u $((n + $2)); lim -d $3; lim -t $4; exec /bin/bash -c "$1")"#
+        r#"n=0; for d in /proc/[0-9]*; do [ -O "$d" ] && n=$((n+1)); done; (lim() { ulimit -S -H "$1" "$2" 2>/dev/null || ulimit -S "$1" hard; }; lim -u $((n + $2)); lim -d $3; lim -t $4; exec /bin/bash -c "$1")"#
     };
 }
 
