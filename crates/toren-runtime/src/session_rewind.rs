@@ -112,6 +112,10 @@ impl RunService {
         let line = self.line_before(&session.id, u32::MAX).await?;
         self.check_step(&line, step).await.map_err(refuse)?;
         let checkpoint = self.checkpoint_at(session, step).await.map_err(refuse)?;
+        // The rewind turn's own checkpoint (the workspace before the rewind, so that it can
+        // be undone) is taken before the check that the step's is kept: taking it may prune
+        // the oldest (`keep` plus a quarter are let pile up), the step's among them.
+        let mut created = self.turn_created(session, String::new(), None).await;
         if let (Some(id), Some(policy)) = (&checkpoint, &session.policy)
             && !toren_worker::checkpoint_kept(policy, id).await
         {
@@ -120,7 +124,6 @@ impl RunService {
                  oldest are pruned past `sandbox.checkpoints.keep`)"
             )));
         }
-        let mut created = self.turn_created(session, String::new(), None).await;
         if let Some(start) = created.start.as_mut() {
             start.rewound = Some(Rewound {
                 to: step.seq,
