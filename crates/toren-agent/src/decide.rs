@@ -99,6 +99,7 @@ impl RunState {
             instance,
             workspace,
             envd_version: None,
+            origin: None,
         })
     }
 

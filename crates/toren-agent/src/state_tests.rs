@@ -361,6 +361,7 @@ fn a_turn_answered_out_of_order_closes_with_its_results_in_the_calls_order() {
             instance: "w".into(),
             workspace: "/w".into(),
             envd_version: None,
+            origin: None,
         }),
         started("call_b", 1),
         completed("call_b", "the file"),

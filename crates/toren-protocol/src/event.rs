@@ -284,6 +284,11 @@ pub struct SandboxProvisioned {
     /// `envdVersion`. Absent for local and docker, and in events written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envd_version: Option<String>,
+    /// How this instance came to be when it is not simply a new one: reconnected to the
+    /// recorded instance by a resuming worker, or made to replace a lost one (with what was
+    /// restored). Absent for a new instance, and in events written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::SandboxOrigin>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

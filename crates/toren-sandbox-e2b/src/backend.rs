@@ -84,18 +84,20 @@ impl E2bBackend {
         policy: &ResolvedPolicy,
         env: Vec<(String, String)>,
     ) -> Result<Arc<dyn Sandbox>> {
-        self.open_with_secrets(run, policy, env, &[]).await
+        self.open_with_secrets(run, policy, env, &[], None).await
     }
 
     /// [`open`](Self::open) with the values of the secrets a host list injects
     /// (`sandbox.secrets`): they go into the create request's transform rules, to E2B's
-    /// control plane only.
+    /// control plane only; and where to ask what to restore into a sandbox that replaces
+    /// a lost one.
     pub async fn open_with_secrets(
         &self,
         run: &RunId,
         policy: &ResolvedPolicy,
         env: Vec<(String, String)>,
         secrets: &[(String, String)],
+        restore: Option<toren_sandbox::SharedRestoreSource>,
     ) -> Result<Arc<dyn Sandbox>> {
         for (name, value) in &env {
             check_env(name, value)?;
@@ -135,6 +137,7 @@ impl E2bBackend {
             lifetime: self.settings.lifetime,
             env: toren_sandbox::sandbox_env(&env),
             limits: policy.limits,
+            restore,
         };
         let sandbox = Arc::new_cyclic(|me| E2bSandbox::new(setup, me.clone()));
         sandbox.ensure().await?;
@@ -217,7 +220,7 @@ impl SandboxBackend for E2bBackend {
         egress: toren_sandbox::EgressHooks,
     ) -> toren_sandbox::Result<Arc<dyn Sandbox>> {
         Ok(self
-            .open_with_secrets(run, policy, env, &egress.secrets)
+            .open_with_secrets(run, policy, env, &egress.secrets, egress.restore)
             .await?)
     }
 

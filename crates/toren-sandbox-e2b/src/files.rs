@@ -206,6 +206,25 @@ impl VmFiles {
             .await
     }
 
+    /// Writes `path` in the sandbox `id` as the file tools do, without `ensure`: for
+    /// restoring files into a sandbox just made (`restore`).
+    pub(crate) async fn write_in(
+        &self,
+        path: &str,
+        contents: &[u8],
+        id: &str,
+        token: Option<&str>,
+    ) -> Result<()> {
+        check_tool_path(path)?;
+        let resolved = match self.resolve_in(path, id, token).await? {
+            Found::File { resolved, .. } | Found::New { resolved } => resolved,
+            other => return Err(refusal(path, other)),
+        };
+        self.transfer(path, &resolved, (id, token), Some(contents))
+            .await
+            .map(drop)
+    }
+
     async fn write_async(&self, path: &str, contents: &[u8]) -> Result<()> {
         let (found, id, token) = self.resolve(path).await?;
         let resolved = match found {

@@ -10,8 +10,11 @@
 //! per host an injected secret is for; `ask` refused); metadata naming the run, the
 //! key, the instance and the host workspace; an explicit lifetime, refreshed every third
 //! of it while a process holds the sandbox). Its id is what `sandbox_provisioned` records.
-//! A sandbox found gone (404, 502) is replaced by a new one, and the next command's
-//! output says the old one's files were lost. At the end of a run its sandbox is killed;
+//! A sandbox found gone (404, 502) is replaced by a new one, into which the files the
+//! run's file tools last wrote are restored when the journal holds their exact content
+//! (`restore`); the next command's output and the run's log say the old one's files were
+//! lost and list what was and was not restored. A resuming worker that reconnects to the
+//! recorded sandbox says so in the log (`SandboxOrigin::Reconnected`). At the end of a run its sandbox is killed;
 //! a session turn's is paused. The reaper's rules are `plan_reap` (finished runs'
 //! sandboxes, removed sessions', day-old ones of unknown runs and sessions; never a live
 //! run's or a live session's).
@@ -38,6 +41,7 @@ mod files;
 mod network;
 mod process;
 mod reaper;
+mod restore;
 mod sandbox;
 
 pub use backend::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings};

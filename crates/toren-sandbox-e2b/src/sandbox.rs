@@ -2,8 +2,10 @@
 //! this run (or session) — the one a dead worker left running or a finished turn left
 //! paused; `connect` resumes it — or creates one; its lifetime is refreshed every third of
 //! it while this process holds it. Each command goes through envd (`process`). When the
-//! sandbox turns out gone (404, 502) a new one is made, and the next command's output says
-//! that the old sandbox's files were lost.
+//! sandbox turns out gone (404, 502) a new one is made, what the journal holds of the files
+//! is restored into it (`restore`), and the next command's output says that the old
+//! sandbox's files were lost and what was restored. How the current sandbox came to be
+//! (reconnected, or replacing a lost one) is its `origin`, which the worker records.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -46,6 +48,8 @@ pub(crate) struct Setup {
     pub(crate) env: Vec<(String, String)>,
     /// `sandbox.limits`, applied to each command in the VM as rlimits.
     pub(crate) limits: toren_protocol::ResourceLimits,
+    /// Where to ask what to restore into a sandbox that replaces a lost one.
+    pub(crate) restore: Option<toren_sandbox::SharedRestoreSource>,
 }
 
 struct Live {
@@ -67,6 +71,8 @@ pub(crate) struct E2bSandbox {
     last: Mutex<Option<(String, String)>>,
     /// Notes for the next command's output (a lost workspace).
     notes: Mutex<Vec<String>>,
+    /// How the sandbox in use came to be, when not simply made for this run.
+    origin: Mutex<Option<toren_protocol::SandboxOrigin>>,
     /// Itself, for the file tools' handle.
     me: Weak<E2bSandbox>,
 }
@@ -83,6 +89,7 @@ impl E2bSandbox {
             live: tokio::sync::Mutex::new(None),
             last: Mutex::new(None),
             notes: Mutex::new(Vec::new()),
+            origin: Mutex::new(None),
             me,
         }
     }
@@ -133,6 +140,7 @@ impl E2bSandbox {
             {
                 Ok(info) => {
                     tracing::info!(sandbox = %info.sandbox_id, "reconnected to the run's E2B sandbox");
+                    *locked(&self.origin) = Some(toren_protocol::SandboxOrigin::Reconnected);
                     was_running = candidate.state.as_deref() != Some("paused");
                     found = Some(info);
                     break;
@@ -142,6 +150,8 @@ impl E2bSandbox {
             }
         }
         let fresh = found.is_none();
+        // The lost sandbox this one replaces, whose files are restored once it is ready.
+        let mut replaces = None;
         let info = match found {
             Some(info) => info,
             None => {
@@ -189,13 +199,9 @@ impl E2bSandbox {
                 .as_ref()
                 .map(|(id, _)| id.clone())
                 .or_else(|| self.noted());
-            if let Some(old) = previous.filter(|old| *old != id) {
-                locked(&self.notes).push(format!(
-                    "[the E2B sandbox `{old}` is gone (killed or expired), and with it the files \
-                     in its /workspace; this command ran in a new, empty sandbox `{id}`. The \
-                     run's log keeps every earlier result, but nothing earlier commands or file \
-                     tools made in the workspace is there any more.]\n"
-                ));
+            replaces = previous.filter(|old| *old != id);
+            if replaces.is_none() {
+                *locked(&self.origin) = None;
             }
         } else if was_running {
             // A dead worker's command may still run in it (it is run again on resume):
@@ -217,6 +223,14 @@ impl E2bSandbox {
             token: token.clone(),
             keepalive,
         });
+        drop(live);
+        if let (Some(previous), Some(me)) = (replaces, self.me.upgrade()) {
+            let source = self.setup.restore.as_deref();
+            let (note, origin) =
+                crate::restore::restore(me, source, &previous, (&id, token.as_deref())).await;
+            locked(&self.notes).push(note);
+            *locked(&self.origin) = Some(origin);
+        }
         Ok((id, token))
     }
 
@@ -327,6 +341,12 @@ impl Sandbox for E2bSandbox {
         )
     }
 
+    /// Reconnected to the sandbox a dead worker left (or a finished turn paused), or
+    /// replacing a lost one with what was restored; `None` for one made for this run.
+    fn origin(&self) -> Option<toren_protocol::SandboxOrigin> {
+        locked(&self.origin).clone()
+    }
+
     /// The envd version E2B reported for the sandbox behind `instance_id`.
     fn envd_version(&self) -> Option<String> {
         locked(&self.last)
@@ -385,7 +405,7 @@ impl Sandbox for E2bSandbox {
                             self.forget(&id).await;
                         }
                         let why = if gone {
-                            "the E2B sandbox went away while this command ran (killed or expired); the next command runs in a new sandbox, without this one's files"
+                            "the E2B sandbox went away while this command ran (killed or expired); the next command runs in a new sandbox, which has only the files Toren can restore from the log (listed then)"
                         } else {
                             "the connection to the E2B sandbox broke while this command ran; the command was killed"
                         };

@@ -66,6 +66,9 @@ pub struct EgressHooks {
     /// to the proxy only, never to the sandbox. A secret without its value here makes
     /// the proxy refuse to start, naming it.
     pub secrets: Vec<(String, String)>,
+    /// Where a backend that can lose the workspace (E2B) asks what to put back into a
+    /// replacement instance; the worker passes one that reads the run's journal.
+    pub restore: Option<crate::SharedRestoreSource>,
 }
 
 impl Default for EgressHooks {
@@ -74,6 +77,7 @@ impl Default for EgressHooks {
             approver: Arc::new(DenyAll),
             recorder: Arc::new(LogRecorder),
             secrets: Vec::new(),
+            restore: None,
         }
     }
 }

@@ -14,6 +14,7 @@ mod error;
 mod files;
 mod local;
 mod pinned;
+mod restore;
 mod sandbox;
 mod workspace;
 
@@ -26,6 +27,7 @@ pub use local::{
     LocalSettings, RootEntry, SHELL, bwrap_argv, sandbox_env, seccomp_filter,
 };
 pub use pinned::pinned_workspace;
+pub use restore::{RestorePlan, RestoreSource, SharedRestoreSource};
 pub use sandbox::{
     ExecOutput, ExecRequest, LimitHit, MAX_COMMAND_BYTES, SANDBOX_PATH, SHM_SIZE, Sandbox,
     check_command,

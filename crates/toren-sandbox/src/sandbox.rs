@@ -104,6 +104,12 @@ pub trait Sandbox: fmt::Debug + Send + Sync {
         None
     }
 
+    /// How the current instance came to be when it is not simply new (reconnected to a
+    /// dead worker's, or replacing a lost one), recorded in `sandbox_provisioned`.
+    fn origin(&self) -> Option<toren_protocol::SandboxOrigin> {
+        None
+    }
+
     /// Runs one command. Errors are host faults (the sandbox could not be started), except
     /// a command no shell can take ([`check_command`]); a command that fails or times out is
     /// an `Ok` with its exit code and flags.

@@ -42,6 +42,21 @@ const STATUS_AFTER = {
 };
 const KINDS = Object.keys(STATUS_AFTER);
 
+// How a sandbox came to be when not simply new: reconnected by a resuming worker (same
+// disk), or replacing a lost one, with what was restored from the log.
+function sandboxOrigin(event) {
+  const o = event.origin;
+  if (!o) return "";
+  if (o.kind === "reconnected") return " — reconnected to " + event.instance + " (same disk)";
+  if (o.kind === "replaced") {
+    const restored = (o.restored || []).join(", ") || "nothing";
+    const lost = (o.not_restored || []).map((n) => n.path + " (" + n.why + ")").join(", ");
+    return " — " + o.previous + " was lost; new sandbox " + event.instance +
+      "; restored: " + restored + (lost ? "; not restored: " + lost : "");
+  }
+  return "";
+}
+
 function setStatus(node, status) {
   node.textContent = status.replace(/_/g, " ");
   node.className = "status status-" + status;
@@ -213,7 +228,7 @@ function runPage() {
           "cancelled" + (event.by ? " by " + event.by + (event.via ? " via " + event.via : "") : ""))));
         break;
       case "sandbox_provisioned":
-        timeline.append(seqNode(el("li", "event muted", "sandbox: " + event.backend)));
+        timeline.append(seqNode(el("li", "event muted", "sandbox: " + event.backend + sandboxOrigin(event))));
         break;
       case "message_delivered":
         timeline.append(seqNode(el("li", "event muted", "sent " + event.path + " (" + event.bytes + " bytes) to " + event.channel)));

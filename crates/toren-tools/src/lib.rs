@@ -13,6 +13,7 @@ mod files;
 mod matching;
 mod outcome;
 mod read;
+mod restore;
 mod send;
 mod specs;
 mod toolkit;
@@ -20,4 +21,5 @@ mod write;
 
 pub use error::{Result, ToolError};
 pub use outcome::ToolOutcome;
+pub use restore::plan_restore;
 pub use toolkit::{Executed, RunChannel, TOOL_NAMES, ToolSettings, Toolkit};

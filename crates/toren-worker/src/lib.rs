@@ -21,6 +21,7 @@ mod heartbeat;
 mod hooks;
 mod redaction;
 pub use redaction::{policy_redactor, redact_log};
+mod restore;
 mod rewind;
 mod step;
 mod unreplayable;

@@ -188,6 +188,11 @@ impl Worker {
         // The values of the secrets the run's egress proxy injects: to the proxy only.
         let mut hooks = toren_sandbox::EgressHooks {
             secrets: self.secret_values(&policy),
+            // What a backend that lost the workspace may put back: from the journal.
+            restore: Some(Arc::new(crate::restore::JournalRestore {
+                store: Arc::clone(&self.config.store),
+                run: state.run_id.clone(),
+            })),
             ..toren_sandbox::EgressHooks::default()
         };
         // Hosts asked about and connections journaled in the run's log.
@@ -224,13 +229,24 @@ impl Worker {
                 return Ok(None);
             }
         };
-        if let Some(mut provisioned) = state.provisioned(
+        let origin = opened.origin();
+        let provisioned = state.provisioned(
             opened.backend(),
             opened.instance_id(),
             opened.workspace().path().display().to_string(),
-        ) && state.sandbox.is_none()
-        {
+        );
+        // The first instance; or, for a resuming worker, the recorded one reconnected to
+        // (said in the log, same disk) or one that replaced it (a lost workspace). Any
+        // other new instance is recorded after the call that met it.
+        let provisioned = match (provisioned, &state.sandbox) {
+            (Some(p), None) => Some(p),
+            (Some(p), Some(_)) if origin.is_some() => Some(p),
+            (None, Some(recorded)) if origin.is_some() => Some(recorded.clone()),
+            _ => None,
+        };
+        if let Some(mut provisioned) = provisioned {
             provisioned.envd_version = opened.envd_version();
+            provisioned.origin = origin;
             self.append(run, state, vec![EventKind::SandboxProvisioned(provisioned)])
                 .await?;
         }
@@ -307,6 +323,7 @@ impl Worker {
             sandbox.workspace().path().display().to_string(),
         ) {
             provisioned.envd_version = sandbox.envd_version();
+            provisioned.origin = sandbox.origin();
             kinds.push(EventKind::SandboxProvisioned(provisioned));
         }
         // The file it handed to the person, if any, is journaled with its result.

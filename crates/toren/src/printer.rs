@@ -350,13 +350,18 @@ impl Observer for StderrObserver {
                 };
                 say!("  {mark} {}{folded}", one_line(&t.output, 160));
             }
-            EventKind::SandboxProvisioned(s) => {
-                say!(
+            EventKind::SandboxProvisioned(s) => match &s.origin {
+                // A resuming worker's reconnection, or a lost workspace: said as it is.
+                Some(origin) => say!(
+                    "sandbox: {}",
+                    visible(&origin.describe(&s.backend, &s.instance))
+                ),
+                None => say!(
                     "sandbox: {} workspace {}",
                     visible(&s.backend),
                     visible(&s.workspace)
-                );
-            }
+                ),
+            },
             EventKind::ApprovalDecided(d) if d.via != "terminal" => {
                 say!(
                     "  {} by {} via {}",

@@ -239,6 +239,7 @@ mod tests {
             instance: instance.to_owned(),
             workspace: "/srv/ws".to_owned(),
             envd_version: None,
+            origin: None,
         })
     }
 

@@ -194,6 +194,7 @@ fn expected() -> Vec<Event> {
                 instance: s("5f2c9a1b7e3d"),
                 workspace: s("/home/ana/.toren/sandboxes/run_01jqz5m3k8v7c2x9n4b6t0r1ya"),
                 envd_version: None,
+                origin: None,
             }),
         ),
         event(

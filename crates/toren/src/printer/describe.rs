@@ -98,9 +98,16 @@ pub(crate) fn describe(event: &Event) -> String {
             if t.truncated { " (truncated)" } else { "" },
             one_line(&t.output, 100)
         ),
-        EventKind::SandboxProvisioned(s) => {
-            format!("{} {} workspace {}", s.backend, s.instance, s.workspace)
-        }
+        EventKind::SandboxProvisioned(s) => match &s.origin {
+            Some(origin) => format!(
+                "{} {} workspace {}: {}",
+                s.backend,
+                s.instance,
+                s.workspace,
+                origin.describe(&s.backend, &s.instance)
+            ),
+            None => format!("{} {} workspace {}", s.backend, s.instance, s.workspace),
+        },
         EventKind::RunCompleted(c) => one_line(&c.output, 120),
         EventKind::RunFailed(f) => f.error.clone(),
         EventKind::RunCancelled(c) => c.reason.clone(),

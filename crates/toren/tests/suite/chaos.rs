@@ -139,17 +139,26 @@ fn killed_at_random_points_runs_still_complete_correctly_under_e2b() {
         .env("E2B_API_URL", &fake.api_url())
         .env("E2B_SANDBOX_URL", &fake.sandbox_url());
     let runs = chaos_in(&toren, "e2b", 20, &|_, run, events| {
-        let ids: Vec<&str> = events
+        let provisioned: Vec<&toren_protocol::SandboxProvisioned> = events
             .iter()
             .filter_map(|e| match &e.kind {
-                EventKind::SandboxProvisioned(p) => Some(p.instance.as_str()),
+                EventKind::SandboxProvisioned(p) => Some(p),
                 _ => None,
             })
             .collect();
+        let mut ids: Vec<&str> = provisioned.iter().map(|p| p.instance.as_str()).collect();
+        ids.dedup();
         assert_eq!(
             ids.len(),
             1,
             "run {run}: one sandbox, reconnected after every kill"
+        );
+        // Each resuming process that reconnected said so in the log.
+        assert!(
+            provisioned[1..]
+                .iter()
+                .all(|p| p.origin == Some(toren_protocol::SandboxOrigin::Reconnected)),
+            "run {run}: {provisioned:?}"
         );
         assert!(
             fake.is_gone(ids[0]),

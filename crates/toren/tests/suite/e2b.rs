@@ -4,7 +4,7 @@
 //! runtime credential ever reaches envd; a `toren` SIGKILLed mid-command is resumed by
 //! another process, which reconnects to the same sandbox id (in the log and on the
 //! server) and finds its files; a sandbox killed behind Toren's back leads to a new one,
-//! a completed run and a stated loss.
+//! a completed run and a stated loss, with the files the log knows exactly restored.
 
 use std::time::{Duration, Instant};
 
@@ -166,8 +166,21 @@ fn a_killed_toren_is_resumed_in_the_same_sandbox() {
     let events = toren.events(&run);
     assert_eq!(
         provisioned(&events),
-        vec![id.clone()],
+        vec![id.clone(), id.clone()],
         "one sandbox, reconnected"
+    );
+    // The resuming process says it reconnected: in the log, and on the operator's screen.
+    let reconnected = events
+        .iter()
+        .rfind(|e| e["type"] == "sandbox_provisioned")
+        .unwrap();
+    assert_eq!(
+        reconnected["origin"],
+        serde_json::json!({"kind": "reconnected"})
+    );
+    assert!(
+        stderr.contains(&format!("reconnected to e2b sandbox {id} (same disk)")),
+        "{stderr}"
     );
     let done = events
         .iter()
@@ -256,6 +269,111 @@ fn a_sandbox_killed_behind_torens_back_is_replaced_and_the_loss_stated() {
     assert!(
         outputs[1].contains(&format!("the E2B sandbox `{old}` is gone")),
         "{outputs:?}"
+    );
+    // The log says the workspace was lost; no file tool wrote anything to restore.
+    let replaced = events
+        .iter()
+        .rfind(|e| e["type"] == "sandbox_provisioned")
+        .unwrap();
+    assert_eq!(
+        replaced["origin"],
+        serde_json::json!({"kind": "replaced", "previous": old, "restored": [], "not_restored": []})
+    );
+}
+
+const FILES_THEN_PAUSE: &str = r#"
+turns:
+  - tool_calls:
+      - write_file: {path: b.txt, content: "before bash\n"}
+  - tool_calls:
+      - bash: {command: "echo more >> b.txt"}
+  - tool_calls:
+      - write_file: {path: a.txt, content: "alpha\nbeta\n"}
+  - tool_calls:
+      - edit_file: {path: a.txt, old_string: beta, new_string: BETA}
+  - tool_calls:
+      - write_file: {path: c/d.txt, content: "nested\n"}
+  - delay_ms: 4000
+    tool_calls:
+      - bash: {command: "cat a.txt c/d.txt; ls"}
+  - text: "finished"
+"#;
+
+#[test]
+fn a_lost_sandbox_gets_back_the_files_the_log_knows_and_the_rest_is_listed_as_lost() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake);
+    toren.file("s.yaml", FILES_THEN_PAUSE);
+    toren.agent(
+        "r",
+        "name: r\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = toren.spawn(&["run", "r", "--input", "go"]);
+    // Killed once the file tools' last write is on its disk, while the model "thinks".
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let old = loop {
+        if let Some(id) = fake.sandboxes().first()
+            && fake.disk(id).unwrap().workspace().join("c/d.txt").exists()
+        {
+            break id.clone();
+        }
+        assert!(Instant::now() < deadline, "the file tools never wrote");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(fake.kill(&old));
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "finished\n");
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    let ids = provisioned(&events);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], old);
+    let new = ids[1].clone();
+    assert_ne!(new, old);
+    // The log: the loss, what was restored, and what was not and why.
+    let replaced = events
+        .iter()
+        .rfind(|e| e["type"] == "sandbox_provisioned")
+        .unwrap();
+    assert_eq!(
+        replaced["origin"],
+        serde_json::json!({
+            "kind": "replaced",
+            "previous": old,
+            "restored": ["a.txt", "c/d.txt"],
+            "not_restored": [{"path": "b.txt", "why": "a bash command ran after its last write"}],
+        })
+    );
+    // The new sandbox's disk: the restored files with their exact bytes, b.txt not there.
+    let disk = fake.disk(&new).unwrap().workspace();
+    assert_eq!(read(&disk.join("a.txt")), "alpha\nBETA\n");
+    assert_eq!(read(&disk.join("c/d.txt")), "nested\n");
+    assert!(!disk.join("b.txt").exists());
+    // The model's result: the loss note, then the command's output over the restored files.
+    let last = events
+        .iter()
+        .rfind(|e| e["type"] == "tool_completed")
+        .unwrap();
+    let output = last["output"].as_str().unwrap();
+    assert!(
+        output.contains(&format!("the E2B sandbox `{old}` is gone"))
+            && output.contains(
+                "Restored from the log, as the file tools last wrote them: `a.txt`, `c/d.txt`"
+            )
+            && output.contains("Not restored: `b.txt` (a bash command ran after its last write)")
+            && output.ends_with("alpha\nBETA\nnested\na.txt\nc\n[exit code: 0]"),
+        "{output}"
+    );
+    // The operator's screen.
+    assert!(
+        stderr.contains(&format!(
+            "the e2b sandbox {old} is gone and its workspace lost; new sandbox {new}; restored \
+             from the log: a.txt, c/d.txt; not restored: b.txt (a bash command ran after its \
+             last write)"
+        )),
+        "{stderr}"
     );
 }
 
