@@ -58,9 +58,15 @@ macro_rules! limited {
 /// Keeps only the names given after the command and its limits, then, in a session of its
 /// own, runs it under the limits (`limited!`), ends what it left running (`sweep!`; its
 /// leftovers would also hold its output open, and envd ends the stream only when nothing
-/// does) and exits as it did (a signal's death as 128 + N, as bash reports it).
+/// does) and exits as it did (a signal's death as 128 + N, as bash reports it). The
+/// exported names are found without a fork: every variable by its first character
+/// (`${!A@}`…; a name starts with a letter or `_`), those whose attributes hold `x`
+/// (`${!v@a}`, bash 4.4+), where `$(compgen -e)` forked a subshell per command.
 const WRAPPER: &str = concat!(
-    r#"c=$1; l="$2 $3 $4"; shift 4; keep=" PATH HOME LANG $* "; for v in $(compgen -e); do case "$keep" in *" $v "*) ;; *) unset "$v";; esac; done; exec setsid /bin/bash -c '"#,
+    r#"c=$1; l="$2 $3 $4"; shift 4; keep=" PATH HOME LANG $* "; "#,
+    r#"for v in ${!A@} ${!B@} ${!C@} ${!D@} ${!E@} ${!F@} ${!G@} ${!H@} ${!I@} ${!J@} ${!K@} ${!L@} ${!M@} ${!N@} ${!O@} ${!P@} ${!Q@} ${!R@} ${!S@} ${!T@} ${!U@} ${!V@} ${!W@} ${!X@} ${!Y@} ${!Z@} "#,
+    r#"${!a@} ${!b@} ${!c@} ${!d@} ${!e@} ${!f@} ${!g@} ${!h@} ${!i@} ${!j@} ${!k@} ${!l@} ${!m@} ${!n@} ${!o@} ${!p@} ${!q@} ${!r@} ${!s@} ${!t@} ${!u@} ${!v@} ${!w@} ${!x@} ${!y@} ${!z@} ${!_@}; "#,
+    r#"do case "${!v@a}" in *x*) case "$keep" in *" $v "*) ;; *) unset "$v";; esac;; esac; done; exec setsid /bin/bash -c '"#,
     limited!(),
     "; s=$?; ",
     sweep!(),
