@@ -50,6 +50,13 @@ pub enum Error {
     },
     #[error("nothing to raise for run {run}: give an amount of tokens, dollars or wall time")]
     NothingToRaise { run: RunId },
+    #[error(
+        "run {run} is restoring the workspace to checkpoint {checkpoint} for a rewind, which \
+         is not cancelled half done: it finishes when the run is driven (the process that \
+         rewound it, the next `toren chat` of its session, `toren resume`, or a worker), and \
+         then a session's rewind turn has ended; to undo the rewind, rewind again"
+    )]
+    RestoreUnfinished { run: RunId, checkpoint: String },
     #[error("session `{session}` cannot be rewound: {why}")]
     SessionRewind { session: String, why: String },
     #[error(transparent)]
@@ -69,6 +76,7 @@ impl Error {
             | Self::NoSuchLimit { .. }
             | Self::NothingToRaise { .. }
             | Self::SessionRewind { .. }
+            | Self::RestoreUnfinished { .. }
             | Self::BadSessionName { .. } => true,
             Self::Store(e) => matches!(
                 e,

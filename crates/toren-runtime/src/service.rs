@@ -243,13 +243,26 @@ impl RunService {
 
     /// Cancels `run`: `run_cancelled` is appended at once, whoever drives the run; its
     /// driver kills a running tool, releases the sandbox and stops. A cancelled run cannot
-    /// be resumed.
+    /// be resumed. Refused while a rewind's restore of the workspace is due (a session's
+    /// rewind turn not yet completed, or a run whose last event is `rewound`): a restore is
+    /// one unit, so it is finished (by the process that made it, the next `toren chat`, or
+    /// a worker), never left half done.
     pub async fn cancel(
         &self,
         run: &RunId,
         reason: Option<String>,
         actor: &Actor,
     ) -> Result<Event> {
+        let events = self.store.read(run, 0).await?;
+        if let Some(checkpoint) = RunState::from_events(&events)
+            .ok()
+            .and_then(|state| state.restore_due().map(str::to_owned))
+        {
+            return Err(Error::RestoreUnfinished {
+                run: run.clone(),
+                checkpoint,
+            });
+        }
         let cancelled = RunCancelled {
             reason: reason
                 .unwrap_or_else(|| format!("cancelled by {} via {}", actor.by, actor.via)),

@@ -412,7 +412,7 @@ pub(crate) async fn list(
     responses(
         (status = 202, description = "The run, cancelled", body = RunBody),
         (status = 404, description = "No such run"),
-        (status = 409, description = "The run has ended already"),
+        (status = 409, description = "The run has ended already, or it is restoring its workspace for a rewind (a restore is finished, not cancelled half done)"),
     )
 )]
 pub(crate) async fn cancel(

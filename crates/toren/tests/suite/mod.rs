@@ -26,6 +26,7 @@ mod scripted;
 mod send;
 mod serve;
 mod session_rewind;
+mod session_rewind_recovery;
 mod settings;
 mod telegram;
 mod terminal;

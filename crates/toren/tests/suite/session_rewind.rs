@@ -20,10 +20,10 @@ use toren_test_support::{FakeAnthropic, Reply};
 
 use super::common::{Toren, text};
 
-type Tree = BTreeMap<String, (char, u32, Vec<u8>)>;
+pub(super) type Tree = BTreeMap<String, (char, u32, Vec<u8>)>;
 
 /// Everything under `root`: path → (kind, mode, content or link target).
-fn tree(root: &Path) -> Tree {
+pub(super) fn tree(root: &Path) -> Tree {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -47,7 +47,7 @@ fn tree(root: &Path) -> Tree {
 }
 
 /// Equal trees, naming the first difference when not.
-fn same(want: &Tree, got: &Tree, when: &str) {
+pub(super) fn same(want: &Tree, got: &Tree, when: &str) {
     for (path, entry) in want {
         match got.get(path) {
             None => panic!("{when}: {path} is missing"),
@@ -60,7 +60,7 @@ fn same(want: &Tree, got: &Tree, when: &str) {
     }
 }
 
-fn bash(id: &str, command: &str) -> Reply {
+pub(super) fn bash(id: &str, command: &str) -> Reply {
     Reply::Turn(AssistantMessage {
         text: String::new(),
         tool_calls: vec![ToolCall::new(id, "bash", json!({ "command": command }))],
@@ -69,7 +69,7 @@ fn bash(id: &str, command: &str) -> Reply {
 
 /// The first turn's command: a git repository with a commit, files, a binary file, and a
 /// tree of `dirs` × 200 files.
-fn make(dirs: u32) -> String {
+pub(super) fn make(dirs: u32) -> String {
     format!(
         "git init -q repo && cd repo && git config user.email t@example.com && \
          git config user.name t && echo one > a && git add a && git commit -qm one && cd .. && \
@@ -79,13 +79,13 @@ fn make(dirs: u32) -> String {
         last = dirs - 1
     )
 }
-const CHANGE: &str = "cd repo && echo two >> a && git commit -qam two && cd .. && \
+pub(super) const CHANGE: &str = "cd repo && echo two >> a && git commit -qam two && cd .. && \
     rm data.bin && echo final > docs/plan.md && ln -s docs/plan.md plan && chmod 700 docs && \
     rm -rf tree/d5 && echo changed > tree/d7/f1 && chmod 600 tree/d3/f3";
 const WRECK: &str = "rm -rf repo docs tree && echo oops > wreck.txt";
 
 /// `toren chat NAME` with `input` on stdin (one message per line), to its end.
-fn chat(toren: &Toren, args: &[&str], input: &str) -> Output {
+pub(super) fn chat(toren: &Toren, args: &[&str], input: &str) -> Output {
     let mut child = toren
         .command(args)
         .stdin(Stdio::piped())
@@ -104,7 +104,7 @@ fn chat(toren: &Toren, args: &[&str], input: &str) -> Output {
     out
 }
 
-fn show(toren: &Toren, session: &str) -> Value {
+pub(super) fn show(toren: &Toren, session: &str) -> Value {
     let out = toren.run(&["sessions", "show", session, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -112,7 +112,7 @@ fn show(toren: &Toren, session: &str) -> Value {
 
 /// The texts the request's user messages carried (inputs and tool results), and the bash
 /// commands its assistant messages called, in order.
-fn sent(request: &Value) -> (Vec<String>, Vec<String>) {
+pub(super) fn sent(request: &Value) -> (Vec<String>, Vec<String>) {
     let (mut said, mut commands) = (Vec::new(), Vec::new());
     for message in request["messages"].as_array().unwrap() {
         let parts = match &message["content"] {
@@ -136,18 +136,18 @@ fn sent(request: &Value) -> (Vec<String>, Vec<String>) {
     (said, commands)
 }
 
-struct Session {
-    toren: Toren,
-    fake: FakeAnthropic,
-    ws: PathBuf,
+pub(super) struct Session {
+    pub(super) toren: Toren,
+    pub(super) fake: FakeAnthropic,
+    pub(super) ws: PathBuf,
     /// The workspace after turns 1 and 2 (`after[0]` is the empty one, before turn 1).
-    after: Vec<Tree>,
+    pub(super) after: Vec<Tree>,
 }
 
 /// Three turns from three `toren chat` processes: make (a git repository, files, a tree of
 /// `dirs` × 200 files), change (a commit, deletes, edits, a symlink, modes), wreck (delete
 /// nearly all).
-fn session(dirs: u32) -> Session {
+pub(super) fn session(dirs: u32) -> Session {
     let fake = FakeAnthropic::start(vec![
         bash("c1", &make(dirs)),
         Reply::text("made"),
