@@ -12,7 +12,8 @@
 //! after it stay in the store and their logs, left behind. Going back within the newest
 //! turn while it has not ended is that run's own rewind (`RunService::rewind`); going
 //! further back then is refused until it ends (`/undo` cancels it first if no live
-//! process drives it). The workspace at the step is the first checkpoint recorded after
+//! process drives it, or if the asking process drives it itself, as a bot's turn task,
+//! and waits for it to end). The workspace at the step is the first checkpoint recorded after
 //! it (before the next turn, or before the next call that could change the workspace);
 //! a change with no checkpoint before it makes the step unknown, and the rewind refused.
 
@@ -193,7 +194,11 @@ impl RunService {
             .find(|t| !t.status.is_terminal())
         {
             let summary = self.summary(&open.run_id).await?;
-            if !Self::is_resumable(&summary) {
+            let ours = summary
+                .lease
+                .as_ref()
+                .is_some_and(|lease| lease.holder == holder);
+            if !Self::is_resumable(&summary) && !ours {
                 return Err(Error::SessionRewind {
                     session: session.name.clone(),
                     why: format!(
@@ -202,8 +207,20 @@ impl RunService {
                     ),
                 });
             }
-            self.cancel(&open.run_id, Some("undone".to_owned()), actor)
-                .await?;
+            if let Err(e) = self
+                .cancel(&open.run_id, Some("undone".to_owned()), actor)
+                .await
+            {
+                // The turn may have ended between the look and the cancel (a bot's own
+                // turn finishing its answer): then there is nothing left to stop.
+                if !self.summary(&open.run_id).await?.status.is_terminal() {
+                    return Err(e);
+                }
+            }
+            if ours {
+                self.await_turn_end(session, open.turn, &open.run_id)
+                    .await?;
+            }
         }
         let line = self.session_line(session).await?;
         let Some(last) = line.last() else {
@@ -217,6 +234,30 @@ impl RunService {
             seq: 0,
         };
         self.rewind_session(session, step, actor, holder).await
+    }
+
+    /// Waits for a turn this process drives (a bot's turn task, just told to stop or just
+    /// finishing) to end before the rewind turn is made.
+    async fn await_turn_end(&self, session: &Session, turn: u32, run: &RunId) -> Result<()> {
+        const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+        const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+        let started = std::time::Instant::now();
+        loop {
+            let summary = self.summary(run).await?;
+            if summary.status.is_terminal() {
+                return Ok(());
+            }
+            if started.elapsed() > PATIENCE {
+                return Err(Error::SessionRewind {
+                    session: session.name.clone(),
+                    why: format!(
+                        "turn {turn} (run {run}) did not stop within {}s; try again",
+                        PATIENCE.as_secs()
+                    ),
+                });
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     /// Whether `step` is on the session's line and one its conversation can continue from.

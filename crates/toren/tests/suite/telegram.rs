@@ -1193,3 +1193,47 @@ fn undo_takes_the_session_back_to_before_the_last_turn() {
     let stderr = stop(child);
     assert!(!file.exists(), "{stderr}");
 }
+
+/// `/undo` while the bot's own turn is still at work: the turn is stopped (the bot drives
+/// it, so no other process holds it) and taken back, instead of being refused as driven
+/// elsewhere.
+#[test]
+fn undo_during_the_bots_own_turn_stops_it_and_takes_it_back() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    toren.file(
+        "tg.script.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo one > one.txt && sleep 120\"}\n  - text: \"Never reached.\"\n",
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: never\n",
+    );
+    let child = bot(&toren);
+    fake.send_text(USER, "go");
+    let deadline = std::time::Instant::now() + WAIT;
+    let file = loop {
+        if let Some(file) = find(&toren.sandbox_root(), "one.txt") {
+            break file;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn never wrote one.txt"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    ask(
+        &fake,
+        "/undo",
+        "Back to before turn 1: the workspace is as it was then.",
+    );
+    assert!(!file.exists(), "one.txt is undone");
+    let stderr = stop(child);
+    assert!(
+        !fake
+            .messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Never reached.")),
+        "the stopped turn went on: {stderr}"
+    );
+}
