@@ -194,11 +194,13 @@ impl E2bSandbox {
                 });
             }
             // The sandbox this process used, else the one a process on this machine last
-            // noted for the run (a worker that died and whose sandbox expired since).
+            // noted for the run (a worker that died and whose sandbox expired since), else
+            // the one the run's log recorded (a worker on another machine).
             let previous = locked(&self.last)
                 .as_ref()
                 .map(|(id, _)| id.clone())
-                .or_else(|| self.noted());
+                .or_else(|| self.noted())
+                .or_else(|| self.setup.restore.as_ref().and_then(|r| r.recorded()));
             replaces = previous.filter(|old| *old != id);
             if replaces.is_none() {
                 *locked(&self.origin) = None;

@@ -22,6 +22,12 @@ pub struct RestorePlan {
 pub trait RestoreSource: Send + Sync {
     /// The plan from the run's journal as it is now; an empty plan if it cannot be read.
     async fn plan(&self) -> RestorePlan;
+
+    /// The instance the run's log recorded last when the sandbox was opened: what a worker
+    /// on another machine (no note of its own) finds gone and replaces.
+    fn recorded(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A shared [`RestoreSource`].

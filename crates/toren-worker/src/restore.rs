@@ -13,6 +13,8 @@ use toren_store::EventLog;
 pub(crate) struct JournalRestore {
     pub(crate) store: Arc<dyn EventLog>,
     pub(crate) run: RunId,
+    /// The instance the log recorded last when the sandbox was opened.
+    pub(crate) recorded: Option<String>,
 }
 
 #[async_trait]
@@ -25,5 +27,9 @@ impl RestoreSource for JournalRestore {
                 RestorePlan::default()
             }
         }
+    }
+
+    fn recorded(&self) -> Option<String> {
+        self.recorded.clone()
     }
 }

@@ -192,6 +192,7 @@ impl Worker {
             restore: Some(Arc::new(crate::restore::JournalRestore {
                 store: Arc::clone(&self.config.store),
                 run: state.run_id.clone(),
+                recorded: state.sandbox.as_ref().map(|s| s.instance.clone()),
             })),
             ..toren_sandbox::EgressHooks::default()
         };

@@ -212,6 +212,56 @@ fn a_killed_toren_is_resumed_in_the_same_sandbox() {
     assert_eq!(fake.sandboxes(), Vec::<String>::new());
 }
 
+#[test]
+fn a_worker_elsewhere_that_finds_the_sandbox_gone_restores_from_the_log() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake);
+    toren.file("s.yaml", LONG_COMMAND);
+    toren.agent(
+        "k",
+        "name: k\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    let mut child = toren.spawn(&["run", "k", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "running");
+    let id = wait_for_starts(&fake, 1);
+    kill9(&mut child);
+    // The sandbox dies with its worker, and the resuming one runs on another machine: no
+    // note of this machine's names the sandbox, only the run's log.
+    assert!(fake.kill(&id));
+    std::fs::remove_file(toren.workspace(&run).join(".toren-e2b-sandbox")).unwrap();
+
+    let out = toren.run(&["resume", &run]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = toren.events(&run);
+    let ids = provisioned(&events);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], id);
+    let replaced = events
+        .iter()
+        .rfind(|e| e["type"] == "sandbox_provisioned")
+        .unwrap();
+    // The interrupted command had not ended: it runs again, over the restored file.
+    assert_eq!(
+        replaced["origin"],
+        serde_json::json!({"kind": "replaced", "previous": id, "restored": ["kept.txt"], "not_restored": []})
+    );
+    let done = events
+        .iter()
+        .rfind(|e| e["type"] == "tool_completed")
+        .unwrap();
+    let output = done["output"].as_str().unwrap();
+    assert!(
+        output.contains(&format!("the E2B sandbox `{id}` is gone"))
+            && output.ends_with("made before the crash\nstart\n[exit code: 0]"),
+        "{output}"
+    );
+    assert!(
+        stderr.contains("restored from the log: kept.txt"),
+        "{stderr}"
+    );
+}
+
 const TWO_COMMANDS: &str = r#"
 turns:
   - tool_calls:
