@@ -177,6 +177,15 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     if let Some(workspace) = &workspace {
         println!("workspace  {}", visible(workspace));
     }
+    // The last instance's origin: reconnected by a resuming worker, or replacing a lost one.
+    if let Some(sandbox) = &state.sandbox
+        && let Some(origin) = &sandbox.origin
+    {
+        println!(
+            "instance   {}",
+            visible(&origin.describe(&sandbox.backend, &sandbox.instance))
+        );
+    }
     if let Some(volume) = state.policy.as_ref().and_then(|p| p.volume.as_ref()) {
         println!("volume     {}", visible(volume));
     }

@@ -260,6 +260,17 @@ fn a_worker_elsewhere_that_finds_the_sandbox_gone_restores_from_the_log() {
         stderr.contains("restored from the log: kept.txt"),
         "{stderr}"
     );
+    // `runs show` names how the run's current sandbox came to be.
+    let shown = toren.run(&["runs", "show", &run]);
+    assert!(
+        text(&shown.stdout).contains(&format!(
+            "instance   the e2b sandbox {id} is gone and its workspace lost; new sandbox {}; \
+             restored from the log: kept.txt\n",
+            ids[1]
+        )),
+        "{}",
+        text(&shown.stdout)
+    );
 }
 
 const TWO_COMMANDS: &str = r#"
