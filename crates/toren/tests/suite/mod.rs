@@ -22,6 +22,7 @@ mod pty;
 mod redaction;
 mod resume;
 mod rewind;
+mod rewind_background;
 mod scripted;
 mod send;
 mod serve;
