@@ -1,6 +1,7 @@
 //! What a checkpoint costs on a `node_modules`-like tree: the first one (every file read
 //! and stored), one with nothing changed (a stat per file), one with one file changed, and
-//! a restore after that change. The tree is made in a temporary directory.
+//! a restore after that change, and a restore of the whole tree (every file written back)
+//! with the checkpoint right after it. The tree is made in a temporary directory.
 //!
 //! ```text
 //! cargo run --release -p toren-checkpoint --example checkpoint_bench [-- FILES [SAMPLES]]
@@ -99,6 +100,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "restore one changed file   {:>9.1} ms",
         t.elapsed().as_secs_f64() * 1000.0
     );
+    run("checkpoint after a restore")?;
+    // A rewind past the tree's making: every file written back (new inode, new ctime),
+    // then the checkpoint a rewind's turn or the next tool call takes.
+    std::fs::remove_dir_all(ws.join("node_modules"))?;
+    run("tree removed")?;
+    let t = Instant::now();
+    store.restore(&first, &ws, &none)?;
+    println!(
+        "restore the whole tree     {:>9.1} ms",
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    run("checkpoint right after")?;
     let t = Instant::now();
     let ex = Exclude::new(&["node_modules/"])?;
     store.checkpoint(&ws, &ex)?;

@@ -10,6 +10,8 @@
 //!                             hash or target, or (mostly) a delta against its parent
 //!                             (`format`); `<id>.json` is version 1, still read
 //! <store>/tmp/                blobs and manifests being written (renamed into place)
+//! <store>/restored.v2         the stat of the files the last restore wrote, so the next
+//!                             checkpoint does not read them again (`hints`)
 //! ```
 //!
 //! A checkpoint walks the workspace without following a symlink (each is recorded with its
@@ -39,6 +41,7 @@ mod blobs;
 mod diff;
 mod exclude;
 mod format;
+mod hints;
 mod manifest;
 mod prune;
 mod restore;

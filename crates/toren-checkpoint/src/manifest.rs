@@ -100,6 +100,16 @@ pub(crate) enum RecKind {
     },
 }
 
+impl RecKind {
+    /// A file whose size, mtime, ctime and inode are what `stat` says: its content is taken
+    /// to be what it was when it was hashed.
+    pub(crate) fn stat_is(&self, stat: &Stat) -> bool {
+        matches!(self, Self::File { size, mtime_ns, ctime_ns, ino, .. }
+            if (*size, *mtime_ns, *ctime_ns, *ino)
+                == (stat.size, stat.mtime_ns, stat.ctime_ns, stat.ino))
+    }
+}
+
 impl Rec {
     /// The same as far as the checkpoint is concerned (what [`Entry`] says): when the
     /// same symlink target was read again, that is no change.

@@ -95,6 +95,8 @@ impl Store {
         // Make what should be there, parents first (the entries are sorted). A directory
         // is writable while its children are written, its own mode set at the end.
         let mut modes_due = Vec::new();
+        // The files written back, as they are now: hints for the next checkpoint.
+        let mut written = Vec::new();
         for (rec, now) in wanted.iter().zip(&there) {
             stopped()?;
             match &rec.kind {
@@ -125,7 +127,21 @@ impl Store {
                     match unchanged {
                         Some(s) if s.mode == rec.mode => {}
                         Some(_) => beneath::chmod_file(&root, &rec.path, rec.mode)?,
-                        None => self.write_back(id, hash, &root, &rec.path, rec.mode, *mtime_ns)?,
+                        None => {
+                            let stat =
+                                self.write_back(id, hash, &root, &rec.path, rec.mode, *mtime_ns)?;
+                            written.push(Rec {
+                                path: rec.path.clone(),
+                                mode: rec.mode,
+                                kind: RecKind::File {
+                                    size: *size,
+                                    hash: *hash,
+                                    mtime_ns: stat.mtime_ns,
+                                    ctime_ns: stat.ctime_ns,
+                                    ino: stat.ino,
+                                },
+                            });
+                        }
                     }
                 }
             }
@@ -133,7 +149,7 @@ impl Store {
         for rec in modes_due.iter().rev() {
             beneath::chmod_dir(&root, &rec.path, rec.mode)?;
         }
-        Ok(())
+        self.write_hints(id, written)
     }
 
     fn write_back(
@@ -144,7 +160,7 @@ impl Store {
         path: &str,
         mode: u32,
         mtime_ns: i64,
-    ) -> Result<()> {
+    ) -> Result<Stat> {
         let hash = hex::encode(hash);
         let blob = self.blob_path(&hash);
         let mut source = match File::open(&blob) {
@@ -168,7 +184,11 @@ impl Store {
                 .map_err(io("set times", full))?;
         }
         out.set_permissions(fs::Permissions::from_mode(mode))
-            .map_err(io("chmod", full))
+            .map_err(io("chmod", full))?;
+        // What the file says now, after its last change by the restore (a short write
+        // would show in the size, which the next checkpoint compares too).
+        let meta = out.metadata().map_err(io("stat", full))?;
+        Ok(Stat::of_meta(&meta))
     }
 }
 

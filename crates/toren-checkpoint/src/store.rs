@@ -179,6 +179,9 @@ impl Store {
             },
             None => None,
         };
+        // What the last restore wrote, if one did since the latest checkpoint (`hints`).
+        let hints = self.read_hints();
+        let mut hint_at = 0;
         let walked = walk::walk(workspace, exclude)?;
         // Files are read beneath this handle, never by their host path (see `open_beneath`).
         let root = beneath::open_root(workspace)?;
@@ -202,7 +205,18 @@ impl Store {
                     break;
                 }
             }
-            let kind = self.record(&root, &path, &stat, old, &mut stats, &mut blobs)?;
+            // The hash to reuse when the stat says so: the previous record's, else (a file
+            // the restore wrote since) the hint's. The delta is against the previous one.
+            let mut basis = old;
+            if stat.kind == Kind::File && !old.is_some_and(|o| o.kind.stat_is(&stat)) {
+                while hints.get(hint_at).is_some_and(|h| h.path < path) {
+                    hint_at += 1;
+                }
+                if let Some(hint) = hints.get(hint_at).filter(|h| h.path == path) {
+                    basis = Some(hint);
+                }
+            }
+            let kind = self.record(&root, &path, &stat, basis, &mut stats, &mut blobs)?;
             let rec = Rec {
                 path,
                 mode: stat.mode,
@@ -223,6 +237,9 @@ impl Store {
             && changes == 0
             && previous.skipped == walked.skipped
         {
+            if !hints.is_empty() {
+                self.clear_hints()?;
+            }
             return Ok(Checkpoint {
                 id: previous.id.clone(),
                 stats,
@@ -254,6 +271,10 @@ impl Store {
         self.sync_blobs(&blobs)?;
         self.write_manifest(&id, &bytes)?;
         remember(&self.root, Arc::new(snap));
+        // Its stats are in this checkpoint now (and a hint could only save reading).
+        if !hints.is_empty() {
+            self.clear_hints()?;
+        }
         Ok(Checkpoint { id, stats })
     }
 
@@ -290,19 +311,7 @@ impl Store {
                 }
             }
             Kind::File => match old {
-                Some(
-                    kind @ RecKind::File {
-                        size,
-                        mtime_ns,
-                        ctime_ns,
-                        ino,
-                        ..
-                    },
-                ) if (*size, *mtime_ns, *ctime_ns, *ino)
-                    == (stat.size, stat.mtime_ns, stat.ctime_ns, stat.ino) =>
-                {
-                    kind.clone()
-                }
+                Some(kind) if kind.stat_is(stat) => kind.clone(),
                 _ => {
                     stats.hashed += 1;
                     self.store_file(root, path, stats, blobs)?
