@@ -6,8 +6,6 @@
 //! log and workspace consistent, and resuming the run finishes the restore.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -16,49 +14,7 @@ use toren_protocol::{AssistantMessage, ToolCall};
 use toren_test_support::{FakeOpenAi, Reply};
 
 use super::common::{Toren, text};
-
-/// Everything under `root`: path → (kind, mode, content or link target).
-fn tree(root: &Path) -> BTreeMap<String, (char, u32, Vec<u8>)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().display().to_string();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let mode = meta.mode() & 0o7777;
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).unwrap();
-                out.insert(rel, ('l', 0, target.display().to_string().into_bytes()));
-            } else if meta.is_dir() {
-                out.insert(rel, ('d', mode, Vec::new()));
-                stack.push(path);
-            } else {
-                out.insert(rel, ('f', mode, std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    out
-}
-
-/// Whether two trees are equal, naming the first difference when not (20,000 entries are
-/// too many to print).
-fn same(a: &BTreeMap<String, (char, u32, Vec<u8>)>, b: &BTreeMap<String, (char, u32, Vec<u8>)>) {
-    for (path, entry) in a {
-        match b.get(path) {
-            None => panic!(
-                "{path} is missing ({} entries against {})",
-                b.len(),
-                a.len()
-            ),
-            Some(other) if other != entry => panic!("{path} differs: {other:?} != {entry:?}"),
-            Some(_) => {}
-        }
-    }
-    if let Some(extra) = b.keys().find(|k| !a.contains_key(*k)) {
-        panic!("{extra} should not be there");
-    }
-}
+use super::session_rewind::{same, tree};
 
 fn bash(id: &str, command: &str) -> Reply {
     Reply::Turn(AssistantMessage {
@@ -216,7 +172,7 @@ fn a_rewound_run_has_the_workspace_and_conversation_of_that_step() {
 
     let out = toren.run(&["rewind", &run, "--to", &step.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    same(&at_step, &tree(&ws));
+    same(&at_step, &tree(&ws), "at the step");
     let events = toren.events(&run);
     let last = events.last().unwrap();
     assert_eq!(last["type"], "rewound");
@@ -254,7 +210,7 @@ fn a_rewound_run_has_the_workspace_and_conversation_of_that_step() {
         [make(100), CHANGE.to_owned()],
         "the run had gone further"
     );
-    same(&at_step, &tree(&ws));
+    same(&at_step, &tree(&ws), "at the step");
 }
 
 /// A `toren rewind` killed (SIGKILL) at a random point: either nothing was recorded and
@@ -289,7 +245,11 @@ fn a_rewind_killed_at_any_point_is_finished_by_the_next_resume() {
         child.wait().unwrap();
         let events = toren.events(&run);
         if rewinds(&events) == had {
-            same(&before, &tree(&ws));
+            same(
+                &before,
+                &tree(&ws),
+                "a rewind killed before it was recorded",
+            );
             continue;
         }
         recorded += 1;
@@ -306,11 +266,11 @@ fn a_rewind_killed_at_any_point_is_finished_by_the_next_resume() {
         assert!(call.starts_with("again"), "{call}");
         resume.kill().unwrap();
         resume.wait().unwrap();
-        same(&at_step, &tree(&ws));
+        same(&at_step, &tree(&ws), "at the step");
     }
     // Whatever the kills hit, a rewind that is let finish gives the step's workspace.
     let out = toren.run(&["rewind", &run, "--to", &step.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    same(&at_step, &tree(&ws));
+    same(&at_step, &tree(&ws), "at the step");
     eprintln!("{recorded} of 3 killed rewinds had recorded their intent");
 }

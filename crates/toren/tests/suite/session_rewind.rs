@@ -46,12 +46,19 @@ pub(super) fn tree(root: &Path) -> Tree {
     out
 }
 
-/// Equal trees, naming the first difference when not.
+/// Equal trees, naming the first difference when not (20,000 entries are too many to
+/// print).
 pub(super) fn same(want: &Tree, got: &Tree, when: &str) {
     for (path, entry) in want {
         match got.get(path) {
-            None => panic!("{when}: {path} is missing"),
-            Some(other) if other != entry => panic!("{when}: {path} differs"),
+            None => panic!(
+                "{when}: {path} is missing ({} entries against {})",
+                got.len(),
+                want.len()
+            ),
+            Some(other) if other != entry => {
+                panic!("{when}: {path} differs: {other:?} != {entry:?}")
+            }
             Some(_) => {}
         }
     }
