@@ -21,6 +21,7 @@ impl RunService {
     ) -> Result<RewindOutcome> {
         let outcome = toren_worker::rewind(
             self.store().as_ref(),
+            self.backends.as_ref(),
             run,
             to,
             Some(format!("{} via {}", actor.by, actor.via)),

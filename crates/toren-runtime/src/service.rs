@@ -76,6 +76,8 @@ pub struct RunService {
     pub(crate) gone_checked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     /// This process's environment, as wiring resolved it (`secrets.rs`).
     pub(crate) env: Option<crate::secrets::ProcessEnv>,
+    /// The sandbox backends a rewind ends leftover processes through (`with_backends`).
+    pub(crate) backends: Arc<dyn toren_worker::Backends>,
 }
 
 impl RunService {
@@ -93,6 +95,7 @@ impl RunService {
             holder: holder::this_process(),
             gone_checked: Arc::default(),
             env: None,
+            backends: Arc::new(toren_worker::NoBackends),
         }
     }
 
@@ -108,6 +111,15 @@ impl RunService {
     #[must_use]
     pub fn with_workers(mut self, workers: Arc<dyn WorkerRegistry>) -> Self {
         self.workers = Some(workers);
+        self
+    }
+
+    /// The same service with `backends`, through which a rewind ends what still runs in
+    /// the run's sandbox before restoring its workspace (a container's command its killed
+    /// driver left running). Without them nothing is stopped.
+    #[must_use]
+    pub fn with_backends(mut self, backends: Arc<dyn toren_worker::Backends>) -> Self {
+        self.backends = backends;
         self
     }
 

@@ -164,7 +164,8 @@ impl RunService {
                 .await?;
             return Err(refuse(why));
         }
-        toren_worker::complete_rewind_turn(self.store().as_ref(), &lease).await?;
+        toren_worker::complete_rewind_turn(self.store().as_ref(), self.backends.as_ref(), &lease)
+            .await?;
         if let Ok(events) = self.store().read(&run_id, 0).await {
             for event in &events {
                 toren_worker::Observer::event(self.notifier(), event);

@@ -288,6 +288,15 @@ impl SandboxBackend for DockerBackend {
         self.remove_key(key).await?;
         Ok(())
     }
+
+    /// A container outlives the process that drove it, and a command that process was
+    /// running in it runs on: the container is removed (its processes killed with it).
+    async fn stop_processes(&self, key: &str) -> toren_sandbox::Result<()> {
+        if self.remove_key(key).await? {
+            tracing::info!(%key, "removed the sandbox container before a restore; the next command recreates it");
+        }
+        Ok(())
+    }
 }
 
 fn check_instance(instance: &str) -> Result<()> {

@@ -62,4 +62,14 @@ pub trait SandboxBackend: Send + Sync {
     async fn release(&self, _key: &str) -> Result<()> {
         Ok(())
     }
+
+    /// Ends every process still running in the sandbox kept under `key` (the run's id, or
+    /// the session's its turns share), before a rewind restores the workspace: nothing
+    /// started earlier may rewrite the restored files. The workspace stays (I-1); the next
+    /// command gets a fresh sandbox around it. Called only while no live process drives
+    /// the run (the rewind holds its lease). The default does nothing, for a backend none
+    /// of whose processes outlive the process that drove them.
+    async fn stop_processes(&self, _key: &str) -> Result<()> {
+        Ok(())
+    }
 }

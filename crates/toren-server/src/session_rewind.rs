@@ -60,6 +60,7 @@ pub(crate) struct SessionRewindBody {
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
         (status = 422, description = "A member is missing, unknown or of the wrong type, or `to` is not a step (`TURN`, `TURN.SEQ` or `undo`)"),
+        (status = 503, description = "The sandbox's backend (the docker daemon) does not answer, so what may still run in the sandbox cannot be stopped before the restore; ask again once it does"),
     )
 )]
 pub(crate) async fn rewind(

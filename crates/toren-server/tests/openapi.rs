@@ -13,7 +13,7 @@ use serde_json::Value;
 use support::{Home, TOKEN};
 
 const CHECKED_IN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json");
-const FIX: &str = "rewrite it with `TOREN_UPDATE_OPENAPI=1 cargo nextest run -p toren-server openapi` and commit it";
+const FIX: &str = "rewrite it with `TOREN_UPDATE_OPENAPI=1 cargo nextest run -p toren-server -E 'binary(openapi)'` and commit it";
 
 /// The routes anyone may call.
 const PUBLIC: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];

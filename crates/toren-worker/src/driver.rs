@@ -287,7 +287,7 @@ impl Worker {
         };
         // A rewind whose restore may not have finished (its process died): the workspace
         // is made the checkpoint's before anything else happens in it.
-        crate::restore_if_due(&state).await?;
+        crate::restore_if_due(&state, &self.config.backends).await?;
         let model = self
             .config
             .models

@@ -57,6 +57,16 @@ pub enum Error {
     },
     #[error("run {run} cannot be rewound: {why}")]
     Rewind { run: String, why: String },
+    /// What may still run in the run's sandbox could not be ended before a restore: the
+    /// workspace is left alone (a restore already recorded stays due).
+    #[error(
+        "run {run} was not rewound: what may still run in its `{backend}` sandbox cannot be stopped before the restore ({why}); fix that and rewind again"
+    )]
+    SandboxUnreachable {
+        run: String,
+        backend: String,
+        why: String,
+    },
     #[error(
         "run {run} was rewound, and its workspace could not be restored ({source}); it was left as it is: resume it again once the checkpoint store is readable"
     )]

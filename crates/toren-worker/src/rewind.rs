@@ -8,6 +8,9 @@
 //! between leaves `rewound` last in the log with its restore due
 //! ([`RunState::restore_due`]); whoever drives the run next restores the workspace before
 //! anything else ([`restore_if_due`]). Killed before the append, nothing changed at all.
+//! Before any restore, whatever still runs in the run's sandbox is ended
+//! ([`SandboxBackend::stop_processes`]): a command the killed driver left running in a
+//! container would otherwise go on rewriting the restored workspace.
 //! The lease is renewed while the rewind works (a restore can take longer than it lasts);
 //! when it is lost or about to expire unrenewed, the restore stops before its next change.
 
@@ -16,8 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use toren_agent::RunState;
 use toren_protocol::{EventKind, Rewound, RunId};
+use toren_sandbox::SandboxBackend;
 use toren_store::{EventLog, Lease};
 
 use crate::heartbeat::renewing;
@@ -33,6 +38,32 @@ impl Drop for StopOnDrop {
     }
 }
 
+/// Where a restore finds the backend of a run's sandbox, to end what still runs in it
+/// first: a worker's own backends, or the ones a front door connects to on demand.
+#[async_trait]
+pub trait Backends: Send + Sync {
+    /// The backend called `name`: `Ok(None)` when this process has none by that name
+    /// (nothing is stopped then); an error says why it cannot be reached now.
+    async fn named(&self, name: &str) -> Result<Option<Arc<dyn SandboxBackend>>, String>;
+}
+
+#[async_trait]
+impl Backends for Vec<Arc<dyn SandboxBackend>> {
+    async fn named(&self, name: &str) -> Result<Option<Arc<dyn SandboxBackend>>, String> {
+        Ok(self.iter().find(|b| b.name() == name).cloned())
+    }
+}
+
+/// No backends: nothing is stopped before a restore (a process that drives no sandboxes).
+pub struct NoBackends;
+
+#[async_trait]
+impl Backends for NoBackends {
+    async fn named(&self, _name: &str) -> Result<Option<Arc<dyn SandboxBackend>>, String> {
+        Ok(None)
+    }
+}
+
 /// What a rewind did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RewindOutcome {
@@ -43,9 +74,11 @@ pub struct RewindOutcome {
     pub checkpoint: Option<String>,
 }
 
-/// Rewinds `run` to step `to` (see the module doc) as `holder`, releasing the lease after.
+/// Rewinds `run` to step `to` (see the module doc) as `holder`, releasing the lease after;
+/// what still runs in its sandbox is ended through `backends` first.
 pub async fn rewind(
     store: &dyn EventLog,
+    backends: &dyn Backends,
     run: &RunId,
     to: u64,
     by: Option<String>,
@@ -58,7 +91,8 @@ pub async fn rewind(
     plan(&state, &events, to)?;
     let lease = unreplayable::acquire(store, run, holder, ttl).await?;
     // Renewed while it works: a restore of a large workspace can outlast the lease.
-    let outcome = renewing(store, &lease, ttl, rewind_held(store, &lease, to, by)).await;
+    let held = rewind_held(store, backends, &lease, to, by);
+    let outcome = renewing(store, &lease, ttl, held).await;
     if let Err(e) = store.release_lease(&lease).await {
         tracing::warn!(run = %run, "could not release the lease after the rewind: {e}");
     }
@@ -67,6 +101,7 @@ pub async fn rewind(
 
 async fn rewind_held(
     store: &dyn EventLog,
+    backends: &dyn Backends,
     lease: &Lease,
     to: u64,
     by: Option<String>,
@@ -76,6 +111,11 @@ async fn rewind_held(
     let events = store.read(run, 0).await?;
     let mut state = RunState::from_events(&events)?;
     let checkpoint = plan(&state, &events, to)?;
+    // Ended before the intent is recorded too: a backend that cannot be reached refuses
+    // the rewind with nothing written (the restore below ends what started since).
+    if checkpoint.is_some() {
+        stop_processes(&state, backends).await?;
+    }
     let kind = EventKind::Rewound(Rewound {
         to,
         checkpoint: checkpoint.clone(),
@@ -86,7 +126,7 @@ async fn rewind_held(
     for event in &appended {
         state.apply(event)?;
     }
-    restore_if_due(&state).await?;
+    restore_if_due(&state, backends).await?;
     Ok(RewindOutcome {
         seq: state.last_seq,
         to,
@@ -100,15 +140,24 @@ async fn rewind_held(
 /// a process killed in between leaves it for whoever drives the turn next.
 /// The lease is renewed while it works (for as long as it had left when this began, at
 /// least a second).
-pub async fn complete_rewind_turn(store: &dyn EventLog, lease: &Lease) -> Result<u64, Error> {
+pub async fn complete_rewind_turn(
+    store: &dyn EventLog,
+    backends: &dyn Backends,
+    lease: &Lease,
+) -> Result<u64, Error> {
     let left = lease.expires_at.duration_since(jiff::Timestamp::now());
     let ttl = Duration::try_from(left)
         .unwrap_or(Duration::ZERO)
         .max(Duration::from_secs(1));
-    renewing(store, lease, ttl, complete_rewind_turn_held(store, lease)).await
+    let held = complete_rewind_turn_held(store, backends, lease);
+    renewing(store, lease, ttl, held).await
 }
 
-async fn complete_rewind_turn_held(store: &dyn EventLog, lease: &Lease) -> Result<u64, Error> {
+async fn complete_rewind_turn_held(
+    store: &dyn EventLog,
+    backends: &dyn Backends,
+    lease: &Lease,
+) -> Result<u64, Error> {
     let events = store.read(&lease.run_id, 0).await?;
     let mut state = RunState::from_events(&events)?;
     if state.session_rewind().is_none() {
@@ -117,7 +166,7 @@ async fn complete_rewind_turn_held(store: &dyn EventLog, lease: &Lease) -> Resul
             why: "it is not a session's rewind turn".to_owned(),
         });
     }
-    restore_if_due(&state).await?;
+    restore_if_due(&state, backends).await?;
     let toren_agent::Action::Complete { event } = state.next_action() else {
         return Ok(state.last_seq);
     };
@@ -185,9 +234,36 @@ fn workspace(state: &RunState) -> Result<PathBuf, String> {
         .ok_or_else(|| "the run has no workspace yet".to_owned())
 }
 
+/// Ends whatever still runs in the run's sandbox (a command its killed driver was running
+/// goes on in a container), so that nothing rewrites the workspace once it is restored.
+/// A backend that cannot be reached fails the restore: the workspace is left alone, and a
+/// restore already recorded stays due for a later try.
+async fn stop_processes(state: &RunState, backends: &dyn Backends) -> Result<(), Error> {
+    let Some(policy) = &state.policy else {
+        return Ok(());
+    };
+    let refuse = |why: String| Error::SandboxUnreachable {
+        run: state.run_id.to_string(),
+        backend: policy.backend.clone(),
+        why,
+    };
+    let Some(backend) = backends.named(&policy.backend).await.map_err(refuse)? else {
+        return Ok(());
+    };
+    let key = policy
+        .sandbox_key
+        .clone()
+        .unwrap_or_else(|| state.run_id.to_string());
+    backend
+        .stop_processes(&key)
+        .await
+        .map_err(|e| refuse(e.to_string()))
+}
+
 /// Restores the workspace if the run's last event is a `rewound` whose restore may not
-/// have finished. Idempotent; run before anything else by whoever drives the run.
-pub async fn restore_if_due(state: &RunState) -> Result<(), Error> {
+/// have finished, after ending what still runs in its sandbox (through `backends`).
+/// Idempotent; run before anything else by whoever drives the run.
+pub async fn restore_if_due(state: &RunState, backends: &dyn Backends) -> Result<(), Error> {
     let Some(id) = state.restore_due().map(str::to_owned) else {
         return Ok(());
     };
@@ -196,6 +272,7 @@ pub async fn restore_if_due(state: &RunState) -> Result<(), Error> {
         run: run.clone(),
         why,
     })?;
+    stop_processes(state, backends).await?;
     let policy = state.policy.as_ref().map(checkpoint_policy).transpose();
     let exclude = match policy {
         Ok(p) => p.flatten().map(|p| p.exclude).unwrap_or_default(),

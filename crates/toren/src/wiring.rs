@@ -245,19 +245,24 @@ pub(crate) async fn e2b(settings: &Settings) -> Result<E2bBackend, Failure> {
     Ok(backend)
 }
 
-/// Connects to the docker daemon and checks the backend can work: daemon reachable,
-/// helper present and static. A missing default image is only a warning here (runs that
-/// name their own image do not need it); a run that needs it fails naming the fix.
-pub(crate) async fn docker(settings: &Settings) -> Result<DockerBackend, Failure> {
-    let backend = DockerBackend::connect(DockerSettings {
+/// The docker backend's settings.
+fn docker_settings(settings: &Settings) -> DockerSettings {
+    DockerSettings {
         sandbox_root: settings.sandbox_root.clone(),
         default_image: DEFAULT_IMAGE.to_owned(),
         exec_helper: exec_helper(settings),
         instance: instance(settings),
         docker_host: settings.docker_host.clone(),
-    })
-    .await
-    .map_err(Failure::usage)?;
+    }
+}
+
+/// Connects to the docker daemon and checks the backend can work: daemon reachable,
+/// helper present and static. A missing default image is only a warning here (runs that
+/// name their own image do not need it); a run that needs it fails naming the fix.
+pub(crate) async fn docker(settings: &Settings) -> Result<DockerBackend, Failure> {
+    let backend = DockerBackend::connect(docker_settings(settings))
+        .await
+        .map_err(Failure::usage)?;
     let backend = match egress_resolver(settings)? {
         Some(resolver) => backend.with_egress_resolver(resolver),
         None => backend,
@@ -378,8 +383,35 @@ fn service_with(settings: &Settings, store: Arc<dyn EventLog>) -> RunService {
             streams: Some(settings.home.join("streams")),
         },
     );
+    let service = service.with_backends(Arc::new(RewindBackends(settings.clone())));
     // Every front door but an API that leaves its runs to other processes drives its runs.
     with_env(service, true)
+}
+
+/// The backends a rewind ends a run's leftover processes through, made when one is due:
+/// for docker a client of the daemon (its container outlives a killed driver, and is
+/// removed), which must answer, else the rewind is refused and its restore stays due.
+struct RewindBackends(Settings);
+
+#[async_trait::async_trait]
+impl toren_worker::Backends for RewindBackends {
+    async fn named(&self, name: &str) -> Result<Option<Arc<dyn SandboxBackend>>, String> {
+        let settings = &self.0;
+        match name {
+            DockerBackend::NAME => {
+                let backend = DockerBackend::connect(docker_settings(settings))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Some(Arc::new(backend)))
+            }
+            LocalBackend::NAME => Ok(Some(Arc::new(LocalBackend::new(LocalSettings {
+                sandbox_root: settings.sandbox_root.clone(),
+                bwrap: None,
+            })))),
+            // Other backends' workspaces are not on this host and have no checkpoints.
+            _ => Ok(None),
+        }
+    }
 }
 
 /// The run service over the event log `settings` name, sessions included.

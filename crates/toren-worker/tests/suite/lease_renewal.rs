@@ -487,6 +487,7 @@ async fn a_rewind_renews_its_lease_while_it_works() {
     f.store.hold_rewound.store(true, Ordering::SeqCst);
     let rewound = toren_worker::rewind(
         f.store.as_ref(),
+        &toren_worker::NoBackends,
         &f.run,
         1,
         Some("test".into()),

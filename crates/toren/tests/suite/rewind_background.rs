@@ -2,9 +2,9 @@
 //! helper (the local backend's kept sandbox, and a docker container): a loop the agent
 //! left running in the background cannot rewrite the workspace after the rewind restored
 //! it. The loop is started by the run's first bash call, in the background of a call that
-//! returned (the helper ends what a command left behind) or, locally, of one still running
-//! when the process driving the run was killed (the kept sandbox ends with its input). A
-//! container's command cut short that way still runs (see README: not covered yet).
+//! returned (the helper ends what a command left behind) or of one still running when the
+//! process driving the run was killed: locally the kept sandbox ends with its input; a
+//! container outlives its driver, and the rewind removes it before restoring.
 
 use std::path::Path;
 use std::process::Command;
@@ -94,6 +94,22 @@ fn background_does_not_survive(backend: &str, first: &str, kill_during_first: bo
     child.wait().unwrap();
 
     let step = step_before_first_call(&toren.events(&run));
+    if backend == "docker" {
+        // A daemon that does not answer cannot stop the container: refused, nothing written.
+        let before = toren.events(&run).len();
+        let out = toren
+            .command(&["rewind", &run, "--to", &step.to_string()])
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("cannot be stopped before the restore"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert_eq!(toren.events(&run).len(), before);
+    }
     let out = toren.run(&["rewind", &run, "--to", &step.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!ws.join("bg.txt").exists(), "the restore left bg.txt");
@@ -118,4 +134,9 @@ fn a_loop_of_a_call_cut_short_does_not_outlive_a_rewind() {
 #[test]
 fn a_loop_left_in_a_container_does_not_outlive_a_rewind() {
     background_does_not_survive("docker", LOOP, false);
+}
+
+#[test]
+fn a_loop_of_a_container_call_cut_short_does_not_outlive_a_rewind() {
+    background_does_not_survive("docker", &format!("{LOOP} sleep 600"), true);
 }

@@ -1,6 +1,6 @@
 //! Rewinding a session through the real binary (real bubblewrap sandbox, real SQLite, a
 //! fake Anthropic server): a session whose turns create, change and delete files (a git
-//! repository and a 2,000-file tree among them; the run rewind's test keeps 20,000) goes
+//! repository and a 20,000-file tree among them; 2,000 where a rewind is killed) goes
 //! back with `/undo` in `toren chat` and with `toren rewind SESSION --to STEP` (before a
 //! turn, and to a step inside one); each time the workspace is byte for byte the copy the
 //! test took at that step, the model is next sent the conversation as it was then, and the
@@ -201,8 +201,8 @@ fn a_session_goes_back_by_undo_and_by_step_with_its_workspace_and_conversation()
         fake,
         ws,
         after,
-    } = session(10);
-    let make = make(10);
+    } = session(100);
+    let make = make(100);
 
     // Each turn took a checkpoint before it began, named in its run_created.
     let turns = show(&toren, "s")["turns"].as_array().unwrap().clone();
