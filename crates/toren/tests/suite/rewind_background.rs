@@ -4,10 +4,12 @@
 //! it. The loop is started by the run's first bash call, in the background of a call that
 //! returned (the helper ends what a command left behind) or of one still running when the
 //! process driving the run was killed: locally the kept sandbox ends with its input; a
-//! container outlives its driver, and the rewind removes it before restoring.
+//! container outlives its driver, and the rewind removes it before restoring (a run's,
+//! and a session's container, which its turns share).
 
-use std::path::Path;
-use std::process::Command;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -139,4 +141,56 @@ fn a_loop_left_in_a_container_does_not_outlive_a_rewind() {
 #[test]
 fn a_loop_of_a_container_call_cut_short_does_not_outlive_a_rewind() {
     background_does_not_survive("docker", &format!("{LOOP} sleep 600"), true);
+}
+
+/// A session's turn whose command left a loop running in the session's container when
+/// its `toren chat` was killed: once the turn is cancelled, `toren rewind SESSION --to 1`
+/// removes the container before restoring, so the loop cannot rewrite the workspace.
+#[test]
+fn a_loop_of_a_session_turn_cut_short_does_not_outlive_the_sessions_rewind() {
+    let fake = FakeOpenAi::start(vec![bash("c1", &format!("{LOOP} sleep 600"))]).unwrap();
+    let toren = Toren::new()
+        .env("TOREN_SANDBOX", "docker")
+        .env("OLLAMA_HOST", &fake.host_url())
+        .env("TOREN_EXEC_HELPER", &helper());
+    toren.agent(
+        "w",
+        "name: w\nmodel: ollama/llama3.2\nsandbox:\n  approval: never\n",
+    );
+    let out = toren.run(&["chat", "s", "--agent", "w"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = toren.run(&["sessions", "show", "s", "--json"]);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ws = PathBuf::from(shown["workspace"].as_str().unwrap());
+    let mut chat = toren
+        .command(&["chat", "s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The message, and stdin kept open: the chat stays in its turn until killed.
+    let mut stdin = chat.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    wait("the loop to write", || ws.join("bg.txt").exists());
+    chat.kill().unwrap();
+    chat.wait().unwrap();
+    drop(stdin);
+
+    // The turn no one drives any more is cancelled (no driver: its container stays, the
+    // loop still writing), then the session goes back to before it.
+    let turn = toren.run(&["sessions", "show", "s", "--json"]);
+    let turn: Value = serde_json::from_slice(&turn.stdout).unwrap();
+    let run = turn["turns"][0]["run"].as_str().unwrap().to_owned();
+    let out = toren.run(&["cancel", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = toren.run(&["rewind", "s", "--to", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!ws.join("bg.txt").exists(), "the restore left bg.txt");
+    // Observation window for a survivor, not synchronisation: the loop writes every 50 ms.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        !ws.join("bg.txt").exists(),
+        "a background process rewrote the workspace after the session's rewind"
+    );
 }
