@@ -22,6 +22,49 @@ impl Store {
         self.restore_unless(id, workspace, exclude, &AtomicBool::new(false))
     }
 
+    /// Whether checkpoint `id` can be restored: its manifest reads, its paths stay inside
+    /// the workspace and every file's content is in the store. Checked before a rewind
+    /// records anything, so that a damaged store refuses it instead of leaving a restore
+    /// that cannot finish. Reads no file's content: one stat per distinct blob.
+    pub fn check_restorable(&self, id: &str) -> Result<()> {
+        self.check(id, &self.snap(id)?.entries)
+    }
+
+    fn check(&self, id: &str, entries: &[Rec]) -> Result<()> {
+        let mut seen = HashSet::new();
+        for rec in entries {
+            if !safe_path(&rec.path) {
+                return Err(Error::BadPath {
+                    path: rec.path.clone(),
+                    id: id.to_owned(),
+                });
+            }
+            if let RecKind::File { hash, .. } = &rec.kind
+                && seen.insert(*hash)
+            {
+                let hash = hex::encode(hash);
+                let blob = self.blob_path(&hash);
+                match fs::symlink_metadata(&blob) {
+                    Ok(meta) if meta.is_file() => {}
+                    Ok(_) => {
+                        return Err(Error::MissingBlob {
+                            hash,
+                            id: id.to_owned(),
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(Error::MissingBlob {
+                            hash,
+                            id: id.to_owned(),
+                        });
+                    }
+                    Err(e) => return Err(io("stat", &blob)(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// [`Store::restore`], given up with [`Error::Stopped`] once `stop` is set (checked
     /// before each change): for a caller that must stop changing the workspace at once,
     /// e.g. one whose lease on the run is about to expire. What was done stays done; a
@@ -42,14 +85,9 @@ impl Store {
         };
         let snap = self.snap(id)?;
         let wanted: &[Rec] = &snap.entries;
-        for rec in wanted {
-            if !safe_path(&rec.path) {
-                return Err(Error::BadPath {
-                    path: rec.path.clone(),
-                    id: id.to_owned(),
-                });
-            }
-        }
+        // All of it checked before the first change: a damaged store fails the restore
+        // with the workspace untouched, not halfway.
+        self.check(id, wanted)?;
         let root = beneath::open_root(workspace)?;
         let current = walk::walk(workspace, exclude)?;
         // What is there now of each wanted path, when it is kept (both lists are sorted).

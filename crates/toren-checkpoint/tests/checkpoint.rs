@@ -379,3 +379,49 @@ fn a_stopped_restore_changes_nothing_more() -> TestResult {
     assert!(!ws.join("b").exists());
     Ok(())
 }
+
+#[test]
+fn a_checkpoint_missing_a_blob_is_not_restorable_and_its_restore_changes_nothing() -> TestResult {
+    let (dir, ws, store) = setup()?;
+    let none = Exclude::default();
+    fs::write(ws.join("a"), "kept")?;
+    fs::write(ws.join("b"), "lost")?;
+    let id = store.checkpoint(&ws, &none)?.id;
+    store.check_restorable(&id)?;
+    // The blob of `b` goes (a damaged store); the workspace moves on.
+    let hash = sha_hex(b"lost");
+    fs::remove_file(
+        dir.path()
+            .join("checkpoints/objects")
+            .join(&hash[..2])
+            .join(&hash[2..]),
+    )?;
+    fs::remove_file(ws.join("a"))?;
+    fs::write(ws.join("new"), "after")?;
+    let after = snapshot(&ws);
+    let missing = store.check_restorable(&id).unwrap_err();
+    assert!(
+        matches!(&missing, toren_checkpoint::Error::MissingBlob { hash: h, .. } if *h == hash),
+        "{missing}"
+    );
+    let failed = store.restore(&id, &ws, &none).unwrap_err();
+    assert!(
+        matches!(failed, toren_checkpoint::Error::MissingBlob { .. }),
+        "{failed}"
+    );
+    assert_eq!(
+        snapshot(&ws),
+        after,
+        "a restore that cannot finish started anyway"
+    );
+    assert!(matches!(
+        store.check_restorable("01aaaaaaaaaaaaaaaaaaaaaaaa"),
+        Err(toren_checkpoint::Error::NotFound { .. })
+    ));
+    Ok(())
+}
+
+fn sha_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

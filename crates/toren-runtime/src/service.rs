@@ -258,7 +258,8 @@ impl RunService {
     /// be resumed. Refused while a rewind's restore of the workspace is due (a session's
     /// rewind turn not yet completed, or a run whose last event is `rewound`): a restore is
     /// one unit, so it is finished (by the process that made it, the next `toren chat`, or
-    /// a worker), never left half done.
+    /// a worker), never left half done; unless it can never finish (its checkpoint pruned
+    /// or damaged since), when the cancel is the way out and its reason says so.
     pub async fn cancel(
         &self,
         run: &RunId,
@@ -266,18 +267,31 @@ impl RunService {
         actor: &Actor,
     ) -> Result<Event> {
         let events = self.store.read(run, 0).await?;
-        if let Some(checkpoint) = RunState::from_events(&events)
-            .ok()
-            .and_then(|state| state.restore_due().map(str::to_owned))
+        let state = RunState::from_events(&events).ok();
+        let mut reason =
+            reason.unwrap_or_else(|| format!("cancelled by {} via {}", actor.by, actor.via));
+        if let Some(state) = &state
+            && let Some(checkpoint) = state.restore_due()
         {
-            return Err(Error::RestoreUnfinished {
-                run: run.clone(),
-                checkpoint,
-            });
+            // The way out of a restore that can never finish (its checkpoint damaged since
+            // the rewind was recorded): the run ends, its workspace as the restore left it.
+            match toren_worker::restore_blocked(state).await {
+                None => {
+                    return Err(Error::RestoreUnfinished {
+                        run: run.clone(),
+                        checkpoint: checkpoint.to_owned(),
+                    });
+                }
+                Some(why) => {
+                    reason = format!(
+                        "{reason}; the rewind's restore could not finish ({why}), so the \
+                         workspace is as that restore left it"
+                    );
+                }
+            }
         }
         let cancelled = RunCancelled {
-            reason: reason
-                .unwrap_or_else(|| format!("cancelled by {} via {}", actor.by, actor.via)),
+            reason,
             by: Some(actor.by.clone()),
             via: Some(actor.via.clone()),
         };

@@ -118,12 +118,9 @@ impl RunService {
         // the oldest (`keep` plus a quarter are let pile up), the step's among them.
         let mut created = self.turn_created(session, String::new(), None).await;
         if let (Some(id), Some(policy)) = (&checkpoint, &session.policy)
-            && !toren_worker::checkpoint_kept(policy, id).await
+            && let Err(why) = toren_worker::checkpoint_restorable(policy, id).await
         {
-            return Err(refuse(format!(
-                "the workspace at step {step} is checkpoint {id}, which is no longer kept (the \
-                 oldest are pruned past `sandbox.checkpoints.keep`)"
-            )));
+            return Err(refuse(format!("the workspace at step {step}: {why}")));
         }
         if let Some(start) = created.start.as_mut() {
             start.rewound = Some(Rewound {

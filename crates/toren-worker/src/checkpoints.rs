@@ -55,23 +55,37 @@ pub async fn checkpoint_workspace(policy: &ResolvedPolicy) -> Option<String> {
     }
 }
 
-/// Whether the checkpoint `id` is still kept in the store beside the workspace `policy`
-/// pins (`keep` prunes the oldest): a rewind to it is refused before anything is written
-/// rather than left unable to restore.
-pub async fn checkpoint_kept(policy: &ResolvedPolicy, id: &str) -> bool {
-    let Some(root) = policy
-        .workspace
-        .as_ref()
-        .and_then(|ws| toren_checkpoint::Policy::store_for(std::path::Path::new(ws)))
-    else {
-        return false;
+/// Whether the checkpoint `id` in the store beside the workspace `policy` pins can be
+/// restored: still kept (`keep` prunes the oldest), readable, and all its content there. A
+/// rewind to it is refused before anything is written rather than left unable to restore;
+/// the error says why not, for people.
+pub async fn checkpoint_restorable(policy: &ResolvedPolicy, id: &str) -> Result<(), String> {
+    match &policy.workspace {
+        Some(ws) => restorable(std::path::Path::new(ws), id).await,
+        None => Err("the run has no workspace on this host".to_owned()),
+    }
+}
+
+/// [`checkpoint_restorable`] for the workspace at `workspace`.
+pub(crate) async fn restorable(workspace: &std::path::Path, id: &str) -> Result<(), String> {
+    let Some(root) = toren_checkpoint::Policy::store_for(workspace) else {
+        return Err(format!(
+            "the workspace {} has no checkpoint store beside it",
+            workspace.display()
+        ));
     };
     let id = id.to_owned();
-    tokio::task::spawn_blocking(move || {
-        toren_checkpoint::Store::open(root)
-            .and_then(|store| store.list())
-            .is_ok_and(|ids| ids.contains(&id))
+    let checked = tokio::task::spawn_blocking(move || {
+        toren_checkpoint::Store::open(root).and_then(|store| store.check_restorable(&id))
     })
-    .await
-    .unwrap_or(false)
+    .await;
+    match checked {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(toren_checkpoint::Error::NotFound { id, .. })) => Err(format!(
+            "checkpoint {id} is no longer kept (the oldest are pruned past \
+             `sandbox.checkpoints.keep`)"
+        )),
+        Ok(Err(e)) => Err(format!("its checkpoint cannot be restored: {e}")),
+        Err(join) => Err(format!("the check of its checkpoint failed: {join}")),
+    }
 }

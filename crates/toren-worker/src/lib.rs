@@ -28,13 +28,13 @@ mod unreplayable;
 
 pub mod holder;
 
-pub use checkpoints::{checkpoint_kept, checkpoint_policy, checkpoint_workspace};
+pub use checkpoints::{checkpoint_policy, checkpoint_restorable, checkpoint_workspace};
 pub use driver::{Outcome, Worker, WorkerConfig};
 pub use egress::{FLUSH_EVERY, HOST_APPROVAL_WAIT, RunEgress};
 pub use error::Error;
 pub use hooks::{Approver, Decision, HistorySource, ModelFactory, Observer, Observers};
 pub use rewind::{
-    Backends, NoBackends, RewindOutcome, complete_rewind_turn, plan as plan_rewind, restore_if_due,
-    rewind,
+    Backends, NoBackends, RewindOutcome, complete_rewind_turn, plan as plan_rewind,
+    restore_blocked, restore_if_due, rewind,
 };
 pub use unreplayable::fail_if_unreplayable;

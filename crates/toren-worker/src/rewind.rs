@@ -111,9 +111,21 @@ async fn rewind_held(
     let events = store.read(run, 0).await?;
     let mut state = RunState::from_events(&events)?;
     let checkpoint = plan(&state, &events, to)?;
-    // Ended before the intent is recorded too: a backend that cannot be reached refuses
-    // the rewind with nothing written (the restore below ends what started since).
-    if checkpoint.is_some() {
+    if let Some(id) = &checkpoint {
+        // A checkpoint that cannot be restored (pruned, damaged) refuses the rewind with
+        // nothing written, rather than leave a restore due that can never finish.
+        let ws = workspace(&state).map_err(|why| Error::Rewind {
+            run: run.to_string(),
+            why,
+        })?;
+        crate::checkpoints::restorable(&ws, id)
+            .await
+            .map_err(|why| Error::Rewind {
+                run: run.to_string(),
+                why: format!("the workspace at step {to}: {why}"),
+            })?;
+        // Ended before the intent is recorded too: a backend that cannot be reached fails
+        // the rewind with nothing written (the restore below ends what started since).
         stop_processes(&state, backends).await?;
     }
     let kind = EventKind::Rewound(Rewound {
@@ -232,6 +244,17 @@ fn workspace(state: &RunState) -> Result<PathBuf, String> {
         .or_else(|| state.sandbox.as_ref().map(|s| s.workspace.clone()))
         .map(PathBuf::from)
         .ok_or_else(|| "the run has no workspace yet".to_owned())
+}
+
+/// Why the restore due in `state` can never finish (its checkpoint pruned or damaged
+/// since the rewind was recorded), or `None` when it can, or none is due: what lets a run
+/// stuck that way be cancelled.
+pub async fn restore_blocked(state: &RunState) -> Option<String> {
+    let id = state.restore_due()?;
+    match workspace(state) {
+        Ok(ws) => crate::checkpoints::restorable(&ws, id).await.err(),
+        Err(why) => Some(why),
+    }
 }
 
 /// Ends whatever still runs in the run's sandbox (a command its killed driver was running

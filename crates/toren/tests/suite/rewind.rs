@@ -274,3 +274,56 @@ fn a_rewind_killed_at_any_point_is_finished_by_the_next_resume() {
     same(&at_step, &tree(&ws), "at the step");
     eprintln!("{recorded} of 3 killed rewinds had recorded their intent");
 }
+
+/// A checkpoint store damaged since the step (its blobs gone) refuses the rewind with
+/// nothing written; a restore recorded before the damage, which can then never finish,
+/// does not hold the run forever: it is the one case a due restore lets a cancel through.
+#[test]
+fn a_damaged_checkpoint_refuses_the_rewind_and_an_unfinishable_restore_can_be_cancelled() {
+    let Scenario {
+        toren, run, step, ..
+    } = scenario(1);
+    let ws = toren.workspace(&run);
+    let objects = ws.parent().unwrap().join("checkpoints/objects");
+    let aside = ws.parent().unwrap().join("objects.aside");
+    let before = (toren.events(&run).len(), tree(&ws));
+
+    std::fs::rename(&objects, &aside).unwrap();
+    let out = toren.run(&["rewind", &run, "--to", &step.to_string()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is missing from the store"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(toren.events(&run).len(), before.0, "a refused rewind wrote");
+    same(&before.1, &tree(&ws), "a refused rewind");
+
+    // Whole again: the rewind is made, and its restore stays due until the run goes on,
+    // so a cancel is refused.
+    std::fs::rename(&aside, &objects).unwrap();
+    let out = toren.run(&["rewind", &run, "--to", &step.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = toren.run(&["cancel", &run]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not cancelled half done"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(toren.events(&run).last().unwrap()["type"], "rewound");
+
+    // Damaged now: the restore can never finish, and the cancel says so.
+    std::fs::remove_dir_all(&objects).unwrap();
+    let out = toren.run(&["cancel", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let last = toren.events(&run).last().unwrap().clone();
+    assert_eq!(last["type"], "run_cancelled");
+    assert!(
+        last["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the rewind's restore could not finish"),
+        "{last}"
+    );
+}
