@@ -16,8 +16,10 @@
 
 mod classify;
 mod json;
+mod number;
 mod render;
 
 pub use classify::{is_hidden, marker};
 pub use json::escape_json;
+pub use number::thousands;
 pub use render::{findings, hidden_count, visible, visible_lines};

@@ -32,6 +32,7 @@ use crate::types::{Message, Update, User};
 use toren_display::visible;
 
 mod approvals;
+mod budget;
 mod commands;
 mod files;
 
@@ -469,9 +470,8 @@ impl Bot {
                 true,
             ),
             Ok(Outcome::Ended { output, .. }) => (Some(format!("The turn failed: {output}")), true),
-            // TODO(telegram, issue 19): a turn paused at its budget (never returned here yet:
-            // this worker does not park) could offer a "raise" button; today the chat is told
-            // nothing and the turn waits until `toren budget` raises it.
+            // Not returned by this worker, which does not park: a turn paused at its budget
+            // waits in its task, its chat offered a "Raise the budget" button (`turn.rs`).
             Ok(
                 Outcome::Interrupted | Outcome::AwaitingApproval { .. } | Outcome::AwaitingBudget,
             ) => (None, false),

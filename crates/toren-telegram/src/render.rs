@@ -252,3 +252,55 @@ pub fn decided_html(
     }
     text
 }
+
+/// The offer posted when a turn pauses at its budget (plain text; escape it for HTML).
+pub fn budget_offer(
+    reached: &toren_protocol::BudgetReached,
+    run: &toren_protocol::RunId,
+) -> String {
+    let limits: Vec<String> = reached.reached.iter().map(ToString::to_string).collect();
+    format!(
+        "⏸ The turn reached its budget ({}). The button raises each limit reached by the \
+         agent's budget for it once more; `toren budget {run}` raises it by any amount.",
+        limits.join(" and ")
+    )
+}
+
+/// What a raise did, whoever made it (plain text, the names made visible).
+pub fn budget_raised(raised: &toren_protocol::BudgetRaised) -> String {
+    format!(
+        "▶ Budget raised by {} ({} via {}); the turn goes on.",
+        amounts(raised.tokens, raised.usd, raised.wall_secs),
+        visible(&raised.by),
+        visible(&raised.via)
+    )
+}
+
+/// Amounts added to a budget, the zero ones left out: `+1,000 tokens, +$2.00, +30m`.
+pub fn amounts(tokens: u64, usd: toren_protocol::Usd, wall_secs: u64) -> String {
+    let mut parts = Vec::new();
+    if tokens > 0 {
+        parts.push(format!("+{} tokens", toren_display::thousands(tokens)));
+    }
+    if usd.0 > 0 {
+        parts.push(format!("+{usd}"));
+    }
+    if wall_secs > 0 {
+        parts.push(format!("+{}", duration(wall_secs)));
+    }
+    if parts.is_empty() {
+        "nothing".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn duration(secs: u64) -> String {
+    match (secs / 3600, secs % 3600 / 60, secs % 60) {
+        (h, 0, 0) => format!("{h}h"),
+        (0, m, 0) => format!("{m}m"),
+        (h, m, 0) => format!("{h}h{m}m"),
+        (0, 0, s) => format!("{s}s"),
+        _ => format!("{secs}s"),
+    }
+}

@@ -2,8 +2,8 @@
 //! streamed text and events to the task that shows that run in its chat; [`TurnView`]
 //! keeps the turn's transcript (the model's words and a line per tool call) and shows it as
 //! one message edited as it grows (at most one edit per interval, within Telegram's
-//! limits), continued in a new message past 4096 characters. Approvals are posted as
-//! their own message with buttons. A Telegram call that fails is logged and skipped: the
+//! limits), continued in a new message past 4096 characters. Approvals, and a pause at the
+//! run's budget, are posted as their own message with buttons. A Telegram call that fails is logged and skipped: the
 //! run never waits on, or fails because of, Telegram.
 
 use std::collections::HashMap;
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use toren_protocol::{ApprovalRequested, BashArgs, Event, EventKind, RunId};
+use toren_protocol::{ApprovalRequested, BashArgs, BudgetReached, Event, EventKind, RunId};
 use toren_store::{ChatButton, ChatStore};
 use toren_worker::Observer;
 
@@ -25,6 +25,7 @@ pub(crate) enum Signal {
     Text(String),
     Event(Box<Event>),
     Awaiting(ApprovalRequested),
+    AwaitingBudget(BudgetReached),
 }
 
 /// The worker's observer for the bot's turns.
@@ -78,7 +79,15 @@ impl Observer for Turns {
     fn awaiting_approval(&self, run: &RunId, request: &ApprovalRequested) {
         self.send(run, Signal::Awaiting(request.clone()));
     }
+
+    fn awaiting_budget(&self, run: &RunId, reached: &BudgetReached) {
+        self.send(run, Signal::AwaitingBudget(reached.clone()));
+    }
 }
+
+/// The `call_id` a budget button is stored under (it stands for the run's pause, not for
+/// a call).
+pub(crate) const BUDGET_BUTTON: &str = "budget";
 
 /// A fresh short opaque button id (well within the 64-byte callback data limit).
 pub(crate) fn button_id() -> String {
@@ -117,6 +126,8 @@ pub(crate) struct TurnView {
     calls: HashMap<String, String>,
     /// Approval messages: call id → (message id, command).
     approvals: HashMap<String, (i64, String)>,
+    /// The message offering to raise the budget, while the run is paused at it.
+    budget: Option<i64>,
 }
 
 impl TurnView {
@@ -139,6 +150,7 @@ impl TurnView {
             dirty: false,
             calls: HashMap::new(),
             approvals: HashMap::new(),
+            budget: None,
         }
     }
 
@@ -160,6 +172,7 @@ impl TurnView {
             }
             Signal::Event(event) => self.event(&event).await,
             Signal::Awaiting(request) => self.ask(&request).await,
+            Signal::AwaitingBudget(reached) => self.offer_raise(&reached).await,
         }
     }
 
@@ -212,21 +225,38 @@ impl TurnView {
                     }
                 }
             }
-            // Shown in the turn's transcript (rendered like the rest); raising it is
-            // `toren budget` (or the API / web page) until a button exists here.
+            // Shown in the turn's transcript (rendered like the rest); the raise button
+            // follows in a message of its own (`offer_raise`).
             EventKind::BudgetReached(reached) => {
                 let limits: Vec<String> = reached.reached.iter().map(ToString::to_string).collect();
                 self.note(&format!(
-                    "⏸ budget reached ({}): the turn waits until it is raised (`toren budget {}`)",
+                    "⏸ budget reached ({}): the turn waits until it is raised (the button \
+                     below, or `toren budget {}`)",
                     limits.join(" and "),
                     self.run
                 ));
             }
+            // From any front door: the offer becomes what was done, its button gone.
             EventKind::BudgetRaised(raised) => {
-                self.note(&format!(
-                    "▶ budget raised by {}; the turn goes on",
-                    raised.by
-                ));
+                let line = render::budget_raised(raised);
+                match self.budget.take() {
+                    Some(message) => {
+                        if let Err(e) = self
+                            .api
+                            .edit_message(
+                                self.chat,
+                                message,
+                                &render::escape_html(&line),
+                                true,
+                                None,
+                            )
+                            .await
+                        {
+                            tracing::warn!("cannot update the budget message: {e}");
+                        }
+                    }
+                    None => self.note(&line),
+                }
             }
             _ => {}
         }
@@ -277,6 +307,47 @@ impl TurnView {
         self.approvals
             .insert(request.call_id.clone(), (message, request.command.clone()));
         // What follows the approval goes in a new message below it.
+        self.sent.clear();
+        self.transcript.clear();
+    }
+
+    /// Posts the offer to raise the budget the run is paused at, with its button (a press
+    /// raises each limit reached by the agent's budget for it once more: `bot/budget.rs`).
+    async fn offer_raise(&mut self, reached: &BudgetReached) {
+        self.flush().await;
+        let id = button_id();
+        let text = render::escape_html(&render::budget_offer(reached, &self.run));
+        let message = match self.api.send_message(self.chat, &text, true, None).await {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::warn!(
+                    "cannot post the budget offer to Telegram (raise it with `toren budget`): {e}"
+                );
+                return;
+            }
+        };
+        let button = ChatButton {
+            run_id: self.run.clone(),
+            call_id: BUDGET_BUTTON.to_owned(),
+            chat: self.chat.to_string(),
+            message_id: message,
+        };
+        if let Err(e) = self.chats.put_chat_button(&id, &button).await {
+            tracing::warn!("cannot store the budget button (raise it with `toren budget`): {e}");
+            return;
+        }
+        let keyboard = json!({"inline_keyboard": [[
+            {"text": "➕ Raise the budget", "callback_data": format!("b:{id}")},
+        ]]});
+        if let Err(e) = self
+            .api
+            .edit_markup(self.chat, message, Some(keyboard))
+            .await
+        {
+            tracing::warn!("cannot add the budget button: {e}");
+        }
+        self.budget = Some(message);
+        // What follows the raise goes in a new message below it.
         self.sent.clear();
         self.transcript.clear();
     }

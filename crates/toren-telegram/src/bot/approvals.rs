@@ -2,7 +2,8 @@
 //! user as the decider, `telegram` as the channel; the first decision wins across all
 //! channels), answers the callback at once and edits the message to the decision that
 //! stands; a late press is told that decision. "Deny with reason" makes the chat's next
-//! message the reason; "Show all" sends a long command whole.
+//! message the reason; "Show all" sends a long command whole. "Raise the budget" is
+//! handled in `budget.rs`.
 
 use toren_display::visible;
 use toren_runtime::{Actor, ApprovalState};
@@ -49,6 +50,14 @@ impl Bot {
             }
         };
         let chat = button.chat.parse::<i64>().unwrap_or(press.from.id);
+        if action == "b" {
+            let actor = Actor {
+                by: press.from.decider(),
+                via: TELEGRAM.to_owned(),
+            };
+            self.raise(&press.id, &button, &actor).await;
+            return;
+        }
         let command = self
             .service
             .approvals(&button.run_id)

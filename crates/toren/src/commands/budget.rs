@@ -65,7 +65,7 @@ pub(crate) fn spending_line(state: &toren_agent::RunState) -> String {
     let usd = spent.usd.map(|u| format!(", {u}")).unwrap_or_default();
     format!(
         "{} tokens{usd}, {} active",
-        thousands(spent.tokens),
+        toren_display::thousands(spent.tokens),
         wall(spent.wall_secs)
     )
 }
@@ -90,8 +90,8 @@ pub(crate) fn budget_line(state: &toren_agent::RunState) -> Option<String> {
     if let Some(tokens) = limits.tokens {
         parts.push(format!(
             "tokens {} of {}{}",
-            thousands(spent.tokens),
-            thousands(tokens),
+            toren_display::thousands(spent.tokens),
+            toren_display::thousands(tokens),
             mark(toren_protocol::BudgetLimit::Tokens)
         ));
     }
@@ -146,17 +146,4 @@ pub(crate) fn reached_words(reached: &toren_protocol::BudgetReached) -> String {
 fn wall(secs: u64) -> String {
     let d = jiff::SignedDuration::from_secs(i64::try_from(secs).unwrap_or(i64::MAX));
     format!("{d:#}")
-}
-
-/// `48213` as `48,213`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

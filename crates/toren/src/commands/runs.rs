@@ -158,7 +158,7 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         println!(
             "context    {} compaction(s) to fit {} tokens: {} tool output(s) stubbed, {} message(s) left out",
             compaction.compactions(),
-            thousands(u64::from(state.agent.context_window())),
+            toren_display::thousands(u64::from(state.agent.context_window())),
             compaction.stubbed_outputs(),
             compaction.dropped_messages()
         );
@@ -249,13 +249,13 @@ pub(crate) fn usage_line(usage: Usage, calls: u32) -> String {
     if usage.cache_read_input_tokens > 0 {
         cache.push(format!(
             "{} read from the cache",
-            thousands(usage.cache_read_input_tokens)
+            toren_display::thousands(usage.cache_read_input_tokens)
         ));
     }
     if usage.cache_creation_input_tokens > 0 {
         cache.push(format!(
             "{} written to it",
-            thousands(usage.cache_creation_input_tokens)
+            toren_display::thousands(usage.cache_creation_input_tokens)
         ));
     }
     let cache = if cache.is_empty() {
@@ -265,22 +265,9 @@ pub(crate) fn usage_line(usage: Usage, calls: u32) -> String {
     };
     format!(
         "{} input tokens{cache}, {} output tokens in {calls} model call(s)",
-        thousands(usage.input_tokens),
-        thousands(usage.output_tokens)
+        toren_display::thousands(usage.input_tokens),
+        toren_display::thousands(usage.output_tokens)
     )
-}
-
-/// `48213` as `48,213`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
 }
 
 /// `runs show` of a run whose log cannot be folded: its summary and why.

@@ -10,7 +10,7 @@ use toren_test_support::{FakeAnthropic, Reply, anthropic_sse};
 use super::common::{Toren, text};
 
 /// A tool call answer (`read_file`) whose usage is `input` tokens in and `output` out.
-fn answer(id: &str, input: u64, output: u64) -> Reply {
+pub(super) fn answer(id: &str, input: u64, output: u64) -> Reply {
     Reply::RawSse(anthropic_sse(&[
         json!({"type": "message_start", "message": {"id": "m", "type": "message",
             "role": "assistant", "model": "claude-haiku-4-5", "content": [], "usage": {

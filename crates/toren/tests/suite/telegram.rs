@@ -1237,3 +1237,76 @@ fn undo_during_the_bots_own_turn_stops_it_and_takes_it_back() {
         "the stopped turn went on: {stderr}"
     );
 }
+
+/// A turn paused at its token budget offers a "Raise the budget" button: a press raises
+/// it by the agent's budget once more and the turn completes; the offer then says who
+/// raised it by what, and a later press is told the pause is over.
+#[test]
+fn a_turn_paused_at_its_budget_is_raised_by_a_button_and_completes() {
+    let model = toren_test_support::FakeAnthropic::start([
+        super::budget::answer("toolu_a", 1_200, 30),
+        super::budget::answer("toolu_b", 100, 10),
+        toren_test_support::Reply::text("all read"),
+    ])
+    .unwrap();
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", &model.base_url());
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: anthropic/claude-haiku-4-5\nsandbox:\n  approval: never\n\
+         budget: {tokens: 1000}\n",
+    );
+    let child = bot(&toren);
+    fake.send_text(USER, "look");
+    let offered = fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.buttons().iter().any(|(_, d)| d.starts_with("b:")))
+    });
+    assert!(offered, "no raise was offered: {:?}", fake.calls());
+    let offer = with_buttons(&fake.messages(USER)).remove(0);
+    assert!(
+        offer.text.contains("reached its budget (tokens)"),
+        "{}",
+        offer.text
+    );
+    assert_eq!(model.requests().len(), 1, "no call past the budget");
+    let data = button(&offer, "b:");
+    assert!(data.len() <= 64);
+
+    let press = fake.press(USER, offer.message_id, &data);
+    let done = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| m.text.contains("all read"))
+    });
+    assert!(done, "{:?}", fake.calls());
+    assert_eq!(
+        fake.answer(press).as_deref(),
+        Some("Raised by +1,000 tokens.")
+    );
+    let raised = fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| {
+            m.message_id == offer.message_id && m.text.contains("Budget raised by +1,000 tokens")
+        })
+    });
+    let shown = fake.message(USER, offer.message_id).unwrap();
+    assert!(raised, "{}", shown.text);
+    assert!(
+        shown.text.contains("telegram:111 via telegram"),
+        "{}",
+        shown.text
+    );
+    assert!(shown.buttons().is_empty(), "the button went");
+    let run = runs(&toren).remove(0);
+    assert_eq!(run["status"], "completed", "{run}");
+
+    let late = fake.press(USER, offer.message_id, &data);
+    let told = fake.wait_for(WAIT, |v| v.answer(late).is_some());
+    assert!(told);
+    assert_eq!(
+        fake.answer(late).as_deref(),
+        Some("The turn is no longer paused at its budget.")
+    );
+    stop(child);
+}
