@@ -38,7 +38,7 @@ const STATUS_AFTER = {
   approval_decided: "running", model_responded: "running", tool_started: "running",
   tool_completed: "running", sandbox_provisioned: "running", context_compacted: "running",
   message_delivered: "running", budget_reached: "awaiting_budget", budget_raised: "running",
-  host_approval_requested: "awaiting_approval", egress_connections: null,
+  host_approval_requested: "awaiting_approval", egress_connections: null, rewound: "running",
 };
 const KINDS = Object.keys(STATUS_AFTER);
 
@@ -259,6 +259,11 @@ function runPage() {
           " via " + event.via + ": +" + added.join(", +"))));
         break;
       }
+      case "rewound":
+        timeline.append(seqNode(el("li", "event muted rewound", "rewound to step " + event.to +
+          (event.checkpoint ? " (workspace restored)" : " (workspace unchanged)") +
+          (event.by ? " by " + event.by : "") + "; what follows continues from there")));
+        break;
       default:
         timeline.append(seqNode(el("li", "event muted", event.type)));
     }
@@ -437,9 +442,28 @@ function sessionPage() {
   }
 }
 
+// Rewind a run (its page): the workspace and the conversation back to the chosen step.
+function runRewind() {
+  const button = document.getElementById("rewind-run");
+  if (!button) return;
+  const run = document.getElementById("timeline").dataset.run;
+  button.addEventListener("click", async () => {
+    const step = document.getElementById("rewind-step").value;
+    const said = document.getElementById("rewind-result");
+    if (!window.confirm("Rewind the run to step " + step + "? Its workspace and conversation go back to how they were then.")) return;
+    try {
+      const doc = await post("/ui/api/runs/" + encodeURIComponent(run) + "/rewind", { to: Number(step) });
+      said.textContent = "rewound to step " + doc.to + (doc.checkpoint ? " (workspace restored)" : " (workspace unchanged)");
+      window.location.reload();
+    } catch (err) {
+      said.textContent = err.message;
+    }
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
-  if (page === "run") runPage();
+  if (page === "run") { runPage(); runRewind(); }
   else if (page === "runs") runsPage();
   else if (page === "approvals") approvalsPage();
   else if (page === "session") sessionPage();

@@ -257,6 +257,9 @@ pub(crate) async fn run(
     );
     body.push_str("<section id=\"approval\" class=\"approval\" hidden><h2>Waiting for approval</h2><pre id=\"approval-command\"></pre><input id=\"approval-reason\" placeholder=\"Reason (optional; a denial's reason is told to the model)\"><p><button type=\"button\" id=\"approve\">Approve</button> <button type=\"button\" id=\"deny\" class=\"danger\">Deny</button></p><p id=\"approval-error\" class=\"error\"></p></section>");
     body.push_str(&super::budget::panel(&view));
+    if session.is_none() {
+        body.push_str(&rewind_panel(&view, &events));
+    }
     body.push_str("<section class=\"panel\"><h2>Input</h2><pre id=\"run-input\"></pre></section>");
     body.push_str("<details class=\"panel\" id=\"policy\"><summary>Pinned policy</summary><dl id=\"policy-list\"></dl></details>");
     body.push_str("<section class=\"panel\"><h2>Usage</h2><p id=\"usage\">0 input tokens · 0 output tokens</p></section>");
@@ -273,6 +276,38 @@ pub(crate) async fn run(
         "run",
         &body,
     ))
+}
+
+/// The run page's rewind form: the steps its workspace and conversation can go back to,
+/// newest first, each named by what happened at it (a session's turns go back on the
+/// session's page; an ended run cannot).
+fn rewind_panel(view: &toren_runtime::RunView, events: &[toren_protocol::Event]) -> String {
+    let Some(state) = &view.state else {
+        return String::new();
+    };
+    if view.summary.status.is_terminal() {
+        return String::new();
+    }
+    let mut options = String::new();
+    for seq in state.rewind_targets().into_iter().rev() {
+        let what = match events.iter().find(|e| e.seq == seq).map(|e| &e.kind) {
+            Some(EventKind::RunCreated(_)) => "the start",
+            Some(EventKind::ModelResponded(_)) => "the model's answer",
+            Some(EventKind::ToolCompleted(_)) => "the tool results",
+            Some(_) => "this step",
+            None => continue,
+        };
+        let _ = write!(
+            options,
+            "<option value=\"{seq}\">step {seq}: after {what}</option>"
+        );
+    }
+    if options.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<details class=\"panel\" id=\"rewind\"><summary>Rewind</summary><p class=\"muted\">The workspace and the conversation go back to a step together; what came after stays in the log.</p><p><select id=\"rewind-step\">{options}</select> <button type=\"button\" id=\"rewind-run\">Rewind</button></p><p id=\"rewind-result\" class=\"muted\"></p></details>"
+    )
 }
 
 /// Every pending approval across runs and sessions, oldest first, each decidable here.

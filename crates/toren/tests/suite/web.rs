@@ -772,3 +772,103 @@ async fn a_session_is_rewound_with_the_button_and_through_the_api() {
     browser.close().await;
     server.stop();
 }
+
+/// Waits until the run asks for a decision on a call other than `previous`; its id.
+async fn wait_pending_call(server: &Server, run: &str, previous: Option<&str>) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let approvals = server.get(&format!("/runs/{run}/approvals")).await;
+        if let Some(call) = approvals["pending"][0]["call_id"].as_str()
+            && Some(call) != previous
+        {
+            return call.to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no approval: {approvals}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A run's page offers the steps it can go back to; choosing one rewinds the workspace
+/// and the conversation (the file the first call wrote is gone after a rewind to before
+/// it), and the page shows the `rewound` event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_rewound_from_its_page() {
+    let toren = home();
+    toren.file(
+        "twice-turns.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo one > one.txt\"}\n  - tool_calls:\n      - bash: {command: \"echo two > two.txt\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "twice",
+        "name: twice\nmodel: scripted/twice-turns.yaml\nsandbox: true\n",
+    );
+    let server = Server::start(&toren, free_port());
+    let run = server.create("twice", "go").await;
+    let first = wait_pending_call(&server, &run, None).await;
+    let (status, body) = server
+        .post(
+            &format!("/runs/{run}/approvals/{first}"),
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    wait_pending_call(&server, &run, Some(&first)).await;
+    let ws = toren.workspace(&run);
+    assert!(ws.join("one.txt").exists());
+    // The step right after the run's start, before the first call was asked for.
+    let events = server.get(&format!("/runs/{run}/events?format=json")).await;
+    let start = events[0]["seq"].as_u64().unwrap();
+
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    browser
+        .wait_for("//details[@id='rewind']/summary")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for(&format!(
+            "//select[@id='rewind-step']/option[@value='{start}' and normalize-space()='step {start}: after the start']"
+        ))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("//button[@id='rewind-run']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        browser.client.get_alert_text().await.unwrap(),
+        format!(
+            "Rewind the run to step {start}? Its workspace and conversation go back to how they were then."
+        )
+    );
+    browser.client.accept_alert().await.unwrap();
+    browser
+        .wait_for("//ol[@id='timeline']//*[@data-seq and contains(@class,'rewound')]")
+        .await;
+    browser.shots("run-rewound").await;
+    assert!(!ws.join("one.txt").exists(), "the rewind left one.txt");
+    let events = server.get(&format!("/runs/{run}/events?format=json")).await;
+    assert!(
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "rewound" && e["to"] == start),
+        "{events}"
+    );
+
+    browser.close().await;
+    server.stop();
+}
