@@ -194,3 +194,66 @@ fn a_loop_of_a_session_turn_cut_short_does_not_outlive_the_sessions_rewind() {
         "a background process rewrote the workspace after the session's rewind"
     );
 }
+
+/// `/undo` in a docker session's chat, which removes whatever container the session still
+/// has: the chat's next turn runs its command in a fresh one around the restored
+/// workspace, as if nothing had happened (not as a container lost mid-command).
+#[test]
+fn a_docker_chat_goes_on_in_a_fresh_container_after_undo() {
+    let fake = FakeOpenAi::start(vec![
+        bash("c1", "echo one > one.txt"),
+        Reply::text("wrote one"),
+        bash("c2", "ls; echo two > two.txt"),
+        Reply::text("wrote two"),
+    ])
+    .unwrap();
+    let toren = Toren::new()
+        .env("TOREN_SANDBOX", "docker")
+        .env("OLLAMA_HOST", &fake.host_url())
+        .env("TOREN_EXEC_HELPER", &helper());
+    toren.agent(
+        "w",
+        "name: w\nmodel: ollama/llama3.2\nsandbox:\n  approval: never\n",
+    );
+    let out = toren.run(&["chat", "s", "--agent", "w"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut chat = toren
+        .command(&["chat", "s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    chat.stdin
+        .take()
+        .unwrap()
+        .write_all(b"first\n/undo\nsecond\n")
+        .unwrap();
+    let out = chat.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is back at before turn 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("wrote two"),
+        "{}",
+        text(&out.stdout)
+    );
+    // The second command ran whole, in a workspace without the undone file.
+    let last = fake.requests().last().unwrap().body["messages"].clone();
+    let result = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap();
+    assert!(!result.contains("one.txt"), "{result}");
+    assert!(!result.contains("container"), "{result}");
+    let out = toren.run(&["sessions", "show", "s", "--json"]);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ws = PathBuf::from(shown["workspace"].as_str().unwrap());
+    assert!(ws.join("two.txt").exists() && !ws.join("one.txt").exists());
+}
