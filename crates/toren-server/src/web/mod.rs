@@ -351,4 +351,33 @@ mod tests {
         assert_eq!(form_field(b"token=%", "token").as_deref(), Some("%"));
         assert_eq!(form_field(b"other=1", "token"), None);
     }
+
+    /// The run page's script listens only for the kinds in its `STATUS_AFTER` table: each
+    /// kind the protocol has (the store's corpus holds one line of each, a test there
+    /// checks) must be in it, or its events never show (as `rewound` once did not).
+    #[test]
+    fn the_run_page_listens_for_every_event_kind() {
+        let corpus = include_str!("../../../toren-store/tests/corpus/v1_events.jsonl");
+        let start = APP_JS.find("const STATUS_AFTER = {").unwrap();
+        let table = &APP_JS[start..start + APP_JS[start..].find("};").unwrap()];
+        let mut kinds: Vec<String> = corpus
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let event: serde_json::Value = serde_json::from_str(l).unwrap();
+                event["type"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        assert!(kinds.len() >= 17, "{kinds:?}");
+        let missing: Vec<&String> = kinds
+            .iter()
+            .filter(|k| !table.contains(&format!("{k}:")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "app.js's STATUS_AFTER lacks {missing:?}"
+        );
+    }
 }
