@@ -872,3 +872,71 @@ async fn a_run_is_rewound_from_its_page() {
     browser.close().await;
     server.stop();
 }
+
+/// A run paused at its token budget shows the raise form on its page; raising it there
+/// lets the server's worker finish the run, and the raise shows in the conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_paused_at_its_budget_is_raised_from_its_page() {
+    let model = toren_test_support::FakeAnthropic::start([
+        super::budget::answer("toolu_a", 1_200, 30),
+        super::budget::answer("toolu_b", 100, 10),
+        toren_test_support::Reply::text("all read"),
+    ])
+    .unwrap();
+    let toren = home()
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", &model.base_url());
+    toren.agent(
+        "spender",
+        "name: spender\nmodel: anthropic/claude-haiku-4-5\nsandbox:\n  approval: never\n\
+         budget: {tokens: 1000}\n",
+    );
+    let server = Server::start(&toren, free_port());
+    let run = server.create("spender", "look").await;
+    let deadline = std::time::Instant::now() + WAIT;
+    while server.get(&format!("/runs/{run}")).await["status"] != "awaiting_budget" {
+        assert!(std::time::Instant::now() < deadline, "never paused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    browser
+        .wait_for("//section[@id='budget' and not(@hidden)]")
+        .await;
+    assert!(
+        browser
+            .text("#budget-reached")
+            .await
+            .starts_with("Reached: tokens."),
+        "{}",
+        browser.text("#budget-reached").await
+    );
+    browser
+        .wait_for("//input[@id='add-tokens']")
+        .await
+        .send_keys("1000")
+        .await
+        .unwrap();
+    browser
+        .wait_for("//button[@id='raise-budget']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("//ol[@id='timeline']//li[contains(normalize-space(),'budget raised by api via api: +1000 tokens')]")
+        .await;
+    browser
+        .wait_for("//span[@id='run-status' and normalize-space()='completed']")
+        .await;
+    assert_eq!(model.requests().len(), 3);
+    let view = server.get(&format!("/runs/{run}")).await;
+    assert_eq!(view["status"], "completed", "{view}");
+
+    browser.close().await;
+    server.stop();
+}
