@@ -3,8 +3,8 @@
 //! keeps the turn's transcript (the model's words and a line per tool call) and shows it as
 //! one message edited as it grows (at most one edit per interval, within Telegram's
 //! limits), continued in a new message past 4096 characters. Approvals, and a pause at the
-//! run's budget, are posted as their own message with buttons. A Telegram call that fails is logged and skipped: the
-//! run never waits on, or fails because of, Telegram.
+//! run's budget, are posted as their own message with buttons. A Telegram call that fails
+//! is logged and skipped: the run never waits on, or fails because of, Telegram.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
