@@ -114,13 +114,37 @@ fn background_does_not_survive(backend: &str, first: &str, kill_during_first: bo
     }
     let out = toren.run(&["rewind", &run, "--to", &step.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    stays_gone(&ws);
+}
+
+/// `bg.txt`, which the loop writes every 50 ms, is gone after the restore and stays gone.
+fn stays_gone(ws: &Path) {
     assert!(!ws.join("bg.txt").exists(), "the restore left bg.txt");
-    // Observation window for a survivor, not synchronisation: the loop writes every 50 ms.
+    // Observation window for a survivor, not synchronisation.
     std::thread::sleep(Duration::from_secs(1));
     assert!(
         !ws.join("bg.txt").exists(),
         "a background process rewrote the workspace after the rewind"
     );
+}
+
+/// A session `s` of an agent `w` (docker, no approvals) on `fake`, made by `toren chat`;
+/// its workspace.
+fn docker_session(fake: &FakeOpenAi) -> (Toren, PathBuf) {
+    let toren = Toren::new()
+        .env("TOREN_SANDBOX", "docker")
+        .env("OLLAMA_HOST", &fake.host_url())
+        .env("TOREN_EXEC_HELPER", &helper());
+    toren.agent(
+        "w",
+        "name: w\nmodel: ollama/llama3.2\nsandbox:\n  approval: never\n",
+    );
+    let out = toren.run(&["chat", "s", "--agent", "w"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = toren.run(&["sessions", "show", "s", "--json"]);
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ws = PathBuf::from(shown["workspace"].as_str().unwrap());
+    (toren, ws)
 }
 
 #[test]
@@ -149,19 +173,7 @@ fn a_loop_of_a_container_call_cut_short_does_not_outlive_a_rewind() {
 #[test]
 fn a_loop_of_a_session_turn_cut_short_does_not_outlive_the_sessions_rewind() {
     let fake = FakeOpenAi::start(vec![bash("c1", &format!("{LOOP} sleep 600"))]).unwrap();
-    let toren = Toren::new()
-        .env("TOREN_SANDBOX", "docker")
-        .env("OLLAMA_HOST", &fake.host_url())
-        .env("TOREN_EXEC_HELPER", &helper());
-    toren.agent(
-        "w",
-        "name: w\nmodel: ollama/llama3.2\nsandbox:\n  approval: never\n",
-    );
-    let out = toren.run(&["chat", "s", "--agent", "w"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let out = toren.run(&["sessions", "show", "s", "--json"]);
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ws = PathBuf::from(shown["workspace"].as_str().unwrap());
+    let (toren, ws) = docker_session(&fake);
     let mut chat = toren
         .command(&["chat", "s"])
         .stdin(Stdio::piped())
@@ -186,13 +198,7 @@ fn a_loop_of_a_session_turn_cut_short_does_not_outlive_the_sessions_rewind() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = toren.run(&["rewind", "s", "--to", "1"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(!ws.join("bg.txt").exists(), "the restore left bg.txt");
-    // Observation window for a survivor, not synchronisation: the loop writes every 50 ms.
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(
-        !ws.join("bg.txt").exists(),
-        "a background process rewrote the workspace after the session's rewind"
-    );
+    stays_gone(&ws);
 }
 
 /// `/undo` in a docker session's chat, which removes whatever container the session still
@@ -207,16 +213,7 @@ fn a_docker_chat_goes_on_in_a_fresh_container_after_undo() {
         Reply::text("wrote two"),
     ])
     .unwrap();
-    let toren = Toren::new()
-        .env("TOREN_SANDBOX", "docker")
-        .env("OLLAMA_HOST", &fake.host_url())
-        .env("TOREN_EXEC_HELPER", &helper());
-    toren.agent(
-        "w",
-        "name: w\nmodel: ollama/llama3.2\nsandbox:\n  approval: never\n",
-    );
-    let out = toren.run(&["chat", "s", "--agent", "w"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (toren, ws) = docker_session(&fake);
     let mut chat = toren
         .command(&["chat", "s"])
         .stdin(Stdio::piped())
@@ -252,8 +249,5 @@ fn a_docker_chat_goes_on_in_a_fresh_container_after_undo() {
         .unwrap();
     assert!(!result.contains("one.txt"), "{result}");
     assert!(!result.contains("container"), "{result}");
-    let out = toren.run(&["sessions", "show", "s", "--json"]);
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ws = PathBuf::from(shown["workspace"].as_str().unwrap());
     assert!(ws.join("two.txt").exists() && !ws.join("one.txt").exists());
 }

@@ -601,18 +601,7 @@ async fn approvals_across_runs_are_listed_oldest_first_and_decided_from_the_list
 
 /// Waits until the run asks for a decision.
 async fn wait_pending(server: &Server, run: &str) {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let approvals = server.get(&format!("/runs/{run}/approvals")).await;
-        if approvals["pending"][0]["call_id"].is_string() {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no approval: {approvals}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_pending_call(server, run, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
