@@ -338,7 +338,7 @@ pub(crate) fn stubbed(
         content: format!(
             "[output of {tool} call {} ({} bytes) removed to fit the context window; {hint}]",
             result.call_id,
-            thousands(result.content.len())
+            toren_display::thousands(u64::try_from(result.content.len()).unwrap_or(u64::MAX))
         ),
         is_error: result.is_error,
     }
@@ -396,19 +396,6 @@ fn preview(call: &ToolCall) -> String {
         shown.push('…');
     }
     shown
-}
-
-/// `48213` as `48,213`.
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
 }
 
 #[cfg(test)]
