@@ -91,6 +91,26 @@ pub(super) const CHANGE: &str = "cd repo && echo two >> a && git commit -qam two
     rm -rf tree/d5 && echo changed > tree/d7/f1 && chmod 600 tree/d3/f3";
 const WRECK: &str = "rm -rf repo docs tree && echo oops > wreck.txt";
 
+/// `toren cancel RUN` refused because a rewind's restore is due (exit 1, the reason said).
+pub(super) fn cancel_refused_restore_due(toren: &Toren, run: &str) {
+    let out = toren.run(&["cancel", run]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("not cancelled half done"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A home whose agent `w` (`agent_file`) talks to `fake`.
+pub(super) fn anthropic_toren(fake: &FakeAnthropic, agent_file: &str) -> Toren {
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "k")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url());
+    toren.agent("w", agent_file);
+    toren
+}
+
 /// `toren chat NAME` with `input` on stdin (one message per line), to its end.
 pub(super) fn chat(toren: &Toren, args: &[&str], input: &str) -> Output {
     let mut child = toren
@@ -164,11 +184,8 @@ pub(super) fn session(dirs: u32) -> Session {
         Reply::text("wrecked"),
     ])
     .unwrap();
-    let toren = Toren::new()
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", &fake.base_url());
-    toren.agent(
-        "w",
+    let toren = anthropic_toren(
+        &fake,
         "name: w\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n",
     );
     chat(&toren, &["chat", "s", "--agent", "w"], "");
@@ -382,11 +399,8 @@ fn a_session_rewind_killed_at_any_point_is_finished_by_the_next_chat() {
 #[test]
 fn a_session_whose_turn_is_driven_elsewhere_is_not_rewound() {
     let fake = FakeAnthropic::start(vec![bash("slow", "touch started && sleep 60")]).unwrap();
-    let toren = Toren::new()
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", &fake.base_url());
-    toren.agent(
-        "w",
+    let toren = anthropic_toren(
+        &fake,
         "name: w\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n",
     );
     let mut child = toren
@@ -450,11 +464,8 @@ fn a_step_whose_checkpoint_was_pruned_is_refused_and_nothing_is_written() {
         Reply::text("two"),
     ])
     .unwrap();
-    let toren = Toren::new()
-        .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", &fake.base_url());
-    toren.agent(
-        "w",
+    let toren = anthropic_toren(
+        &fake,
         "name: w\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n  checkpoints: {keep: 1}\n",
     );
     chat(&toren, &["chat", "p", "--agent", "w"], "first\nsecond\n");

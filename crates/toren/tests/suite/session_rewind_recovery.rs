@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use toren_test_support::Reply;
 
 use super::common::text;
-use super::session_rewind::{Session, make, same, sent, session, show, tree};
+use super::session_rewind::{
+    Session, cancel_refused_restore_due, make, same, sent, session, show, tree,
+};
 
 /// Whether the restore has begun changing `ws`, which turn 3 wrecked (`wreck.txt` and
 /// a dangling symlink left).
@@ -105,25 +107,13 @@ fn a_rewind_killed_mid_restore_is_not_cancelled_and_a_worker_finishes_it() {
 
     // A cancel while the restore runs is refused and writes nothing.
     let logged = toren.events(&run).len();
-    let out = toren.run(&["cancel", &run]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("not cancelled half done"),
-        "{}",
-        text(&out.stderr)
-    );
+    cancel_refused_restore_due(&toren, &run);
     assert_eq!(toren.events(&run).len(), logged);
 
     // Killed there. Still not cancellable: the restore is due until someone finishes it.
     child.kill().unwrap();
     child.wait().unwrap();
-    let out = toren.run(&["cancel", &run]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("not cancelled half done"),
-        "{}",
-        text(&out.stderr)
-    );
+    cancel_refused_restore_due(&toren, &run);
     assert_eq!(toren.events(&run).len(), logged);
     let open = show(&toren, "s")["turns"][rewind_turn - 1]["status"].clone();
     assert_eq!(open, "queued");
