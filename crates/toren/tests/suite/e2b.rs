@@ -140,8 +140,9 @@ fn wait_for_starts(fake: &FakeE2b, lines: usize) -> String {
     }
 }
 
-#[test]
-fn a_killed_toren_is_resumed_in_the_same_sandbox() {
+/// A run of `LONG_COMMAND` (agent `k`, no approvals) whose toren was SIGKILLed while its
+/// command ran in the sandbox: the fake, the home, the run and the sandbox's id.
+fn killed_mid_command() -> (FakeE2b, Toren, String, String) {
     let fake = FakeE2b::start(KEY).unwrap();
     let toren = e2b_home(&fake);
     toren.file("s.yaml", LONG_COMMAND);
@@ -153,6 +154,12 @@ fn a_killed_toren_is_resumed_in_the_same_sandbox() {
     let run = toren.wait_for_status(&mut child, "running");
     let id = wait_for_starts(&fake, 1);
     kill9(&mut child);
+    (fake, toren, run, id)
+}
+
+#[test]
+fn a_killed_toren_is_resumed_in_the_same_sandbox() {
+    let (fake, toren, run, id) = killed_mid_command();
     assert_eq!(
         fake.sandboxes(),
         vec![id.clone()],
@@ -214,17 +221,7 @@ fn a_killed_toren_is_resumed_in_the_same_sandbox() {
 
 #[test]
 fn a_worker_elsewhere_that_finds_the_sandbox_gone_restores_from_the_log() {
-    let fake = FakeE2b::start(KEY).unwrap();
-    let toren = e2b_home(&fake);
-    toren.file("s.yaml", LONG_COMMAND);
-    toren.agent(
-        "k",
-        "name: k\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
-    );
-    let mut child = toren.spawn(&["run", "k", "--input", "go"]);
-    let run = toren.wait_for_status(&mut child, "running");
-    let id = wait_for_starts(&fake, 1);
-    kill9(&mut child);
+    let (fake, toren, run, id) = killed_mid_command();
     // The sandbox dies with its worker, and the resuming one runs on another machine: no
     // note of this machine's names the sandbox, only the run's log.
     assert!(fake.kill(&id));
@@ -520,18 +517,8 @@ fn a_sessions_sandbox_is_paused_between_turns_resumed_for_the_next_and_killed_wi
 
 #[test]
 fn the_reaper_kills_sandboxes_of_finished_runs_and_leaves_live_ones() {
-    let fake = FakeE2b::start(KEY).unwrap();
-    let toren = e2b_home(&fake);
-    toren.file("s.yaml", LONG_COMMAND);
-    toren.agent(
-        "k",
-        "name: k\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
-    );
     // A run killed mid-command: live, its sandbox waits for a resume.
-    let mut child = toren.spawn(&["run", "k", "--input", "go"]);
-    let run = toren.wait_for_status(&mut child, "running");
-    let live = wait_for_starts(&fake, 1);
-    kill9(&mut child);
+    let (fake, toren, run, live) = killed_mid_command();
     let out = toren.run(&["sandbox", "reap"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
