@@ -2,7 +2,8 @@
 //! `host_approval_requested` of its log, with the `approval_decided` that answered it, if
 //! any. Read from the events alone (a pure fold, [`approvals_of`]); the rules are the
 //! store's: a decision answers the latest request of its id, and a request the run ended
-//! without answering stays unanswered. A host's approval is shown like a tool call's
+//! without answering, or that a rewind left behind (the run went back to a step before
+//! it), stays unanswered. A host's approval is shown like a tool call's
 //! (tool `network`, its summary as the command, its id `host:<name>` as the call id), so a
 //! surface that decides by call id decides it too; [`Approval::host`] says which host.
 
@@ -34,7 +35,8 @@ pub enum ApprovalState {
     Pending,
     /// Answered (the first decision, which stands).
     Decided(Decided),
-    /// The run ended (cancelled, failed) before anyone answered; it can no longer be.
+    /// The run ended (cancelled, failed) before anyone answered, or a rewind went back to
+    /// a step before the request; it can no longer be.
     Unanswered,
 }
 
@@ -52,8 +54,16 @@ pub struct Decided {
 /// Every approval in `events` (one run's log, in order), oldest first.
 pub fn approvals_of(events: &[Event]) -> Vec<Approval> {
     let mut approvals: Vec<Approval> = Vec::new();
+    // The seq of each approval's request, by index.
+    let mut asked: Vec<u64> = Vec::new();
     let mut ended = false;
     for event in events {
+        if matches!(
+            event.kind,
+            EventKind::ApprovalRequested(_) | EventKind::HostApprovalRequested(_)
+        ) {
+            asked.push(event.seq);
+        }
         match &event.kind {
             EventKind::ApprovalRequested(request) => approvals.push(Approval {
                 call_id: request.call_id.clone(),
@@ -91,6 +101,14 @@ pub fn approvals_of(events: &[Event]) -> Vec<Approval> {
                         reason: decision.reason.clone(),
                         decided_at: event.at,
                     });
+                }
+            }
+            // Back at step `to`: what was asked after it was left behind with its call.
+            EventKind::Rewound(rewound) => {
+                for (approval, seq) in approvals.iter_mut().zip(&asked) {
+                    if *seq > rewound.to && approval.state == ApprovalState::Pending {
+                        approval.state = ApprovalState::Unanswered;
+                    }
                 }
             }
             other => ended |= other.status_after().is_some_and(RunStatus::is_terminal),
@@ -208,6 +226,33 @@ mod tests {
                 approval("c1", "ls", 1, 1, decided(true, 2)),
                 approval("c1", "ls", 2, 4, decided(false, 5)),
                 approval("c2", "rm -rf build", 1, 6, ApprovalState::Pending),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_request_a_rewind_left_behind_is_no_longer_pending() {
+        let rewound = |to| {
+            EventKind::Rewound(toren_protocol::Rewound {
+                to,
+                checkpoint: None,
+                by: None,
+                turn: None,
+            })
+        };
+        let events = vec![
+            event(1, request("c1", "ls", 1)),
+            event(2, decide("c1", true)),
+            event(3, request("c2", "rm -rf build", 1)),
+            event(4, rewound(2)),
+            event(5, request("c2", "rm -rf build", 1)),
+        ];
+        assert_eq!(
+            approvals_of(&events),
+            vec![
+                approval("c1", "ls", 1, 1, decided(true, 2)),
+                approval("c2", "rm -rf build", 1, 3, ApprovalState::Unanswered),
+                approval("c2", "rm -rf build", 1, 5, ApprovalState::Pending),
             ]
         );
     }

@@ -97,6 +97,7 @@ impl From<toren_runtime::Error> for Problem {
             | toren_runtime::Error::Store(S::NoPendingApproval { .. })
             | toren_runtime::Error::NoPendingApproval { .. } => StatusCode::NOT_FOUND,
             toren_runtime::Error::Store(S::AlreadyDecided { .. })
+            | toren_runtime::Error::Store(S::LeftBehind { .. })
             | toren_runtime::Error::Store(S::RunEnded { .. }) => StatusCode::CONFLICT,
             toren_runtime::Error::SandboxesDisabled { .. }
             | toren_runtime::Error::HostAskUnsupported { .. }

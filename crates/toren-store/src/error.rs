@@ -94,6 +94,19 @@ pub enum Error {
     )]
     NoPendingApproval { run_id: RunId, call_id: String },
 
+    /// A decision on a request that a rewind left behind: the run went back to a step
+    /// before it, so its call is not on the run's current line.
+    #[error(
+        "call {call_id} of run {run_id} was left behind by a rewind (step {to}); it can no \
+         longer be decided: run `toren runs show {run_id}` to see what the run waits for now"
+    )]
+    LeftBehind {
+        run_id: RunId,
+        call_id: String,
+        /// The step the rewind went back to.
+        to: u64,
+    },
+
     /// `raise_budget` on a run that is not paused at its budget.
     #[error(
         "run {run_id} is not waiting for its budget to be raised (it is {status}); a budget \
@@ -217,6 +230,7 @@ impl Error {
             | Self::Leased { .. }
             | Self::LeaseLost { .. }
             | Self::NoPendingApproval { .. }
+            | Self::LeftBehind { .. }
             | Self::NotAwaitingBudget { .. }
             | Self::AlreadyDecided { .. }
             | Self::CorruptEvent { .. }

@@ -138,9 +138,21 @@ async fn rewind_held(
     for event in &appended {
         state.apply(event)?;
     }
+    let seq = state.last_seq;
     restore_if_due(&state, backends).await?;
+    // A run that paused at its budget and went back to a step before the pause still has
+    // spent what it spent: it pauses again here, so that it waits for a raise (and every
+    // front door says so) rather than look runnable with nobody to drive it.
+    if let toren_agent::Action::ReachBudget { event } = state.next_action() {
+        let appended = store
+            .append(lease, state.last_seq, vec![EventKind::BudgetReached(event)])
+            .await?;
+        for event in &appended {
+            state.apply(event)?;
+        }
+    }
     Ok(RewindOutcome {
-        seq: state.last_seq,
+        seq,
         to,
         checkpoint,
     })

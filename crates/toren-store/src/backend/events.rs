@@ -97,20 +97,23 @@ impl Sequence {
 }
 
 /// Whether `decision` may be recorded, given the run's `approval_requested`,
-/// `host_approval_requested` and `approval_decided` events in order (others are passed
-/// over): only the latest request for its call id counts (logs written before call ids
-/// were unique within a run may reuse an earlier turn's id), and that request must be
-/// undecided ([`Error::AlreadyDecided`], [`Error::NoPendingApproval`]). Returns the open
-/// requests of the run's current wait, which began after event `wait_began` (the run's
-/// last event of a kind not in [`Waiting::KINDS`]; 0 for none), for
-/// [`Sequence::waiting_on`].
+/// `host_approval_requested`, `approval_decided` and `rewound` events in order (others
+/// are passed over): only the latest request for its call id counts (logs written before
+/// call ids were unique within a run may reuse an earlier turn's id), it must be on the
+/// run's current line (a `rewound` back to a step before it left it behind) and it must be
+/// undecided ([`Error::LeftBehind`], [`Error::AlreadyDecided`],
+/// [`Error::NoPendingApproval`]). Returns the open requests of the run's current wait,
+/// which began after event `wait_began` (the run's last event of a kind not in
+/// [`Waiting::KINDS`]; 0 for none), for [`Sequence::waiting_on`].
 pub fn check_decision(
     run_id: &RunId,
     decision: &ApprovalDecided,
     earlier: impl IntoIterator<Item = Result<Event>>,
     wait_began: u64,
 ) -> Result<Waiting> {
-    let mut requested = false;
+    // The seq of the latest request of the call id on the run's current line.
+    let mut requested: Option<u64> = None;
+    let mut left_behind = None;
     let mut decided = None;
     let mut waiting = Waiting::default();
     for event in earlier {
@@ -123,12 +126,22 @@ pub fn check_decision(
                 decided = Some(earlier.approved);
             }
             EventKind::ApprovalRequested(request) if request.call_id == decision.call_id => {
-                requested = true;
+                requested = Some(event.seq);
+                left_behind = None;
                 decided = None;
             }
             // A host's approval (`host:<name>`), decided the same way.
             EventKind::HostApprovalRequested(request) if request.id == decision.call_id => {
-                requested = true;
+                requested = Some(event.seq);
+                left_behind = None;
+                decided = None;
+            }
+            // Back at step `to`: a request after it was left behind with its call (a
+            // decision on it would name a call the current line does not have, and the
+            // log would no longer fold).
+            EventKind::Rewound(rewound) if requested.is_some_and(|seq| seq > rewound.to) => {
+                requested = None;
+                left_behind = Some(rewound.to);
                 decided = None;
             }
             _ => {}
@@ -141,7 +154,14 @@ pub fn check_decision(
             approved,
         });
     }
-    if !requested {
+    if let Some(to) = left_behind {
+        return Err(Error::LeftBehind {
+            run_id: run_id.clone(),
+            call_id: decision.call_id.clone(),
+            to,
+        });
+    }
+    if requested.is_none() {
         return Err(Error::NoPendingApproval {
             run_id: run_id.clone(),
             call_id: decision.call_id.clone(),

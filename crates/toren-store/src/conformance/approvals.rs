@@ -1,7 +1,7 @@
 //! Conformance checks for [`EventLog::decide_approval`]: a decision needs a pending request,
 //! the first decision wins, and a refused decision writes nothing.
 
-use toren_protocol::{EventKind, RunStatus};
+use toren_protocol::{EventKind, Rewound, RunStatus};
 
 use super::fixtures::{approval_requested, decision, new_run, ok, run_cancelled};
 use crate::{Error, EventLog};
@@ -42,6 +42,66 @@ pub async fn first_decision_wins(store: &dyn EventLog) {
         log,
         "a refused decision writes nothing"
     );
+}
+
+/// A request made after the step a rewind went back to was left behind with its call: a
+/// decision on it is refused and writes nothing (the log must keep folding), whereas the
+/// same call asked about again after the rewind is decided as usual.
+pub async fn a_request_left_behind_by_a_rewind_is_not_decided(store: &dyn EventLog) {
+    let (run_id, _, lease) = new_run(store, "rewound while waiting").await;
+    let rewound = EventKind::Rewound(Rewound {
+        to: 1,
+        checkpoint: None,
+        by: Some("ana via cli".into()),
+        turn: None,
+    });
+    ok(
+        store
+            .append(
+                &lease,
+                1,
+                vec![
+                    approval_requested("toolu_a"),
+                    approval_requested("host:api.example.com"),
+                    rewound,
+                ],
+            )
+            .await,
+        "request, then rewind",
+    );
+    for call in ["toolu_a", "host:api.example.com"] {
+        let result = store
+            .decide_approval(&run_id, decision(call, true, "ana"))
+            .await;
+        assert!(
+            matches!(&result, Err(Error::LeftBehind { run_id: id, call_id, to: 1 })
+                if *id == run_id && call_id == call),
+            "deciding {call}, left behind by the rewind to step 1, must fail with \
+             LeftBehind, got {result:?}"
+        );
+    }
+    let run = ok(store.run(&run_id).await, "run");
+    assert_eq!(run.last_seq, 4, "nothing written");
+    assert_eq!(
+        run.status,
+        RunStatus::Running,
+        "the rewind left the run running"
+    );
+
+    // Asked again on the new line: decided as any request.
+    ok(
+        store
+            .append(&lease, 4, vec![approval_requested("toolu_a")])
+            .await,
+        "request again",
+    );
+    let decided = ok(
+        store
+            .decide_approval(&run_id, decision("toolu_a", false, "ana"))
+            .await,
+        "decide the new request",
+    );
+    assert_eq!(decided.seq, 6);
 }
 
 pub async fn decision_without_request_is_refused(store: &dyn EventLog) {

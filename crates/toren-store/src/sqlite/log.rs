@@ -242,7 +242,8 @@ async fn decidable(
 ) -> Result<Waiting> {
     let rows = sqlx::query_as::<_, EventRow>(
         "SELECT run_id, seq, payload FROM events
-         WHERE run_id = ? AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided')
+         WHERE run_id = ? AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided',
+                          'rewound')
          ORDER BY seq",
     )
     .bind(run_id.as_str())

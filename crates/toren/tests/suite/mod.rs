@@ -23,6 +23,7 @@ mod redaction;
 mod resume;
 mod rewind;
 mod rewind_background;
+mod rewind_states;
 mod scripted;
 mod send;
 mod serve;
