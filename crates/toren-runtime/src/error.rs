@@ -32,6 +32,8 @@ pub enum Error {
          starting with `.`"
     )]
     BadSessionName { name: String },
+    #[error("`{name}` cannot be a session's name: {why}; choose another name")]
+    ReservedSessionName { name: String, why: String },
     #[error("this process has no session store")]
     NoSessions,
     #[error("this process has no worker registry")]
@@ -77,7 +79,8 @@ impl Error {
             | Self::NothingToRaise { .. }
             | Self::SessionRewind { .. }
             | Self::RestoreUnfinished { .. }
-            | Self::BadSessionName { .. } => true,
+            | Self::BadSessionName { .. }
+            | Self::ReservedSessionName { .. } => true,
             Self::Store(e) => matches!(
                 e,
                 toren_store::Error::RunNotFound(_)

@@ -33,5 +33,5 @@ pub use secrets::EnvValues;
 pub use service::{Actor, Created, RunService, RunView, ServiceSettings};
 pub use session_line::LineTurn;
 pub use session_rewind::{SessionRewound, SessionStep};
-pub use sessions::{Sent, SessionView};
+pub use sessions::{CHANNEL_SESSION_PREFIXES, SESSION_ID_PREFIX, Sent, SessionView};
 pub use workers::PassedOverBy;

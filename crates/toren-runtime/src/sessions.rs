@@ -37,21 +37,46 @@ pub struct SessionView {
     pub workspace: Option<String>,
 }
 
-/// A valid session name: what people type, safe in paths and terminals.
-fn check_name(name: &str) -> Result<()> {
+/// The prefix of a session id (`ses_…`): a name cannot start with it, so that a name
+/// never shadows an id wherever a session is looked up by either.
+pub const SESSION_ID_PREFIX: &str = "ses_";
+
+/// The prefixes of the names chat front doors give their sessions (`telegram-CHAT-UPDATE`):
+/// only [`RunService::create_channel_session`] makes such a session, so another front door
+/// cannot make one that a chat would then adopt.
+pub const CHANNEL_SESSION_PREFIXES: [&str; 1] = ["telegram-"];
+
+/// A valid session name: what people type, safe in paths and terminals, never an id's
+/// look-alike; `channel`: made by a chat front door, whose names it may take.
+fn check_name(name: &str, channel: bool) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !name.starts_with('.');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::BadSessionName {
+    if !ok {
+        return Err(Error::BadSessionName {
             name: name.to_owned(),
-        })
+        });
     }
+    if name.starts_with(SESSION_ID_PREFIX) {
+        return Err(Error::ReservedSessionName {
+            name: name.to_owned(),
+            why: format!("names starting with `{SESSION_ID_PREFIX}` are session ids"),
+        });
+    }
+    if !channel
+        && let Some(prefix) = CHANNEL_SESSION_PREFIXES
+            .iter()
+            .find(|p| name.starts_with(**p))
+    {
+        return Err(Error::ReservedSessionName {
+            name: name.to_owned(),
+            why: format!("names starting with `{prefix}` are a chat front door's sessions"),
+        });
+    }
+    Ok(())
 }
 
 impl RunService {
@@ -62,7 +87,22 @@ impl RunService {
     /// Creates the session `name` of `agent`: its policy resolved and pinned, its workspace
     /// made.
     pub async fn create_session(&self, name: &str, agent: AgentSpec) -> Result<Session> {
-        check_name(name)?;
+        self.create_named_session(name, agent, false).await
+    }
+
+    /// [`Self::create_session`] for a chat front door, whose own names
+    /// ([`CHANNEL_SESSION_PREFIXES`]) only it may take.
+    pub async fn create_channel_session(&self, name: &str, agent: AgentSpec) -> Result<Session> {
+        self.create_named_session(name, agent, true).await
+    }
+
+    async fn create_named_session(
+        &self,
+        name: &str,
+        agent: AgentSpec,
+        channel: bool,
+    ) -> Result<Session> {
+        check_name(name, channel)?;
         let store = self.session_store()?;
         let id = new_session_id();
         let policy = match self.resolve_policy(&agent)? {

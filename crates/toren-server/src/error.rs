@@ -104,7 +104,8 @@ impl From<toren_runtime::Error> for Problem {
             | toren_runtime::Error::SecretsUnset { .. }
             | toren_runtime::Error::NoSuchLimit { .. }
             | toren_runtime::Error::NothingToRaise { .. }
-            | toren_runtime::Error::BadSessionName { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            | toren_runtime::Error::BadSessionName { .. }
+            | toren_runtime::Error::ReservedSessionName { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             e if e.is_refusal() => StatusCode::CONFLICT,
             // The docker daemon did not answer: the rewind can be asked again once it does.
             toren_runtime::Error::Worker(toren_worker::Error::SandboxUnreachable { .. }) => {

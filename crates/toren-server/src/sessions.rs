@@ -147,17 +147,15 @@ impl From<&Session> for SessionBody {
     }
 }
 
-/// The session `key` names: its name, or else its id.
+/// The session `key` names: its id (`ses_…`, which no name can start with), else its name.
 pub(crate) async fn find_session(state: &AppState, key: &str) -> Result<Session, Problem> {
     let missing = || Problem::not_found(format!("no session {key}"));
+    if key.starts_with(toren_runtime::SESSION_ID_PREFIX) {
+        let all = state.service.sessions().await?;
+        return all.into_iter().find(|s| s.id == key).ok_or_else(missing);
+    }
     match state.service.session(key).await {
         Ok(session) => Ok(session),
-        Err(toren_runtime::Error::Store(toren_store::Error::SessionNotFound(_)))
-            if key.starts_with("ses_") =>
-        {
-            let all = state.service.sessions().await?;
-            all.into_iter().find(|s| s.id == key).ok_or_else(missing)
-        }
         Err(toren_runtime::Error::Store(toren_store::Error::SessionNotFound(_))) => Err(missing()),
         Err(e) => Err(e.into()),
     }

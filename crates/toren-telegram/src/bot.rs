@@ -378,7 +378,7 @@ impl Bot {
         update: i64,
     ) -> std::result::Result<Session, String> {
         let name = Self::session_name(chat, update);
-        let session = match self.service.create_session(&name, agent).await {
+        let session = match self.service.create_channel_session(&name, agent).await {
             Ok(session) => session,
             Err(toren_runtime::Error::Store(toren_store::Error::SessionExists(_))) => self
                 .service

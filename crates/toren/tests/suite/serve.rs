@@ -416,6 +416,46 @@ async fn sigterm_past_the_shutdown_timeout_stops_the_command_and_leaves_the_run_
     assert_eq!(second.wait_exit(), Some(0));
 }
 
+/// A session name cannot look like a session id, nor take a chat front door's names, so
+/// an id always finds its own session and no API client makes a session a chat would adopt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_name_cannot_shadow_an_id_or_take_a_chats_name() {
+    let toren = home();
+    toren.agent(
+        "memo",
+        "name: memo\nmodel: scripted/s.yaml\nsandbox:\n  approval: never\n",
+    );
+    toren.file("s.yaml", "turns:\n  - text: \"hi\"\n");
+    let server = Server::start(&toren);
+    let (status, alice) = server
+        .post("/sessions", json!({"agent": "memo", "name": "alice-work"}))
+        .await;
+    assert_eq!(status, 201, "{alice}");
+    let id = alice["id"].as_str().unwrap().to_owned();
+    for name in [id.as_str(), "ses_anything", "telegram-111-1"] {
+        let (status, refused) = server
+            .post("/sessions", json!({"agent": "memo", "name": name}))
+            .await;
+        assert_eq!(status, 422, "{name}: {refused}");
+        assert!(
+            refused["detail"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be a session's name"),
+            "{refused}"
+        );
+    }
+    let found = server.get(&format!("/sessions/{id}")).await;
+    assert_eq!(found["name"], "alice-work", "{found}");
+    assert_eq!(
+        server.get("/sessions").await["sessions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_turn_session_over_the_api_and_its_file_downloaded() {
     let toren = home();
