@@ -40,6 +40,16 @@ pub enum Error {
     NoWorkers,
     #[error("cannot create the run's workspace: {0}")]
     Workspace(#[source] toren_sandbox::Error),
+    #[error(
+        "no run is `{given}`: give a run id, a prefix of one (`toren runs list` lists them) or \
+         `last` for the newest"
+    )]
+    NoRunMatches { given: String },
+    #[error(
+        "`{given}` is the start of more than one run's id ({}, …): give more of the id",
+        some.join(", ")
+    )]
+    AmbiguousRun { given: String, some: Vec<String> },
     #[error("run {run} has no call {call} waiting for a decision")]
     NoPendingApproval { run: RunId, call: String },
     #[error(
@@ -75,6 +85,8 @@ impl Error {
             | Self::HostAskUnsupported { .. }
             | Self::SecretsUnset { .. }
             | Self::NoPendingApproval { .. }
+            | Self::NoRunMatches { .. }
+            | Self::AmbiguousRun { .. }
             | Self::NoSuchLimit { .. }
             | Self::NothingToRaise { .. }
             | Self::SessionRewind { .. }

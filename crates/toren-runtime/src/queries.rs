@@ -10,7 +10,9 @@ use std::time::Duration;
 use toren_store::{ClaimLeases, ClaimQuery, ClaimRequest, Lease, RunPage, RunQuery, RunSummary};
 use toren_worker::holder;
 
-use crate::{Result, RunService};
+use toren_protocol::RunId;
+
+use crate::{Error, Result, RunService};
 
 /// How many runs leased by processes of this boot and namespaces a claim looks at to find
 /// those whose holder is gone: at most the runs such processes drive at once.
@@ -174,5 +176,73 @@ mod tests {
         let me = holder::this_process();
         let suffix = judged_suffix(&me).unwrap();
         assert!(me.ends_with(suffix) && suffix.starts_with("/boot="), "{me}");
+    }
+}
+
+/// How many runs a page of [`RunService::resolve_run`]'s scan reads.
+const RESOLVE_PAGE: u32 = 500;
+
+impl RunService {
+    /// The run a person named: a whole run id, `last` (the newest run), or a prefix of
+    /// exactly one run's id (with or without its `run_`). [`Error::NoRunMatches`] when no
+    /// run matches, [`Error::AmbiguousRun`] (naming some) when more than one does.
+    pub async fn resolve_run(&self, given: &str) -> Result<RunId> {
+        if given == "last" {
+            let page = self.store().query_runs(&RunQuery::newest(1)).await?;
+            return page
+                .runs
+                .into_iter()
+                .next()
+                .map(|run| run.id)
+                .ok_or_else(|| Error::NoRunMatches {
+                    given: given.to_owned(),
+                });
+        }
+        if let Ok(id) = given.parse::<RunId>() {
+            match self.store().run(&id).await {
+                Ok(_) => return Ok(id),
+                Err(toren_store::Error::RunNotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let prefix = if given.starts_with("run_") {
+            given.to_owned()
+        } else {
+            format!("run_{given}")
+        };
+        if given.is_empty()
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        {
+            return Err(Error::NoRunMatches {
+                given: given.to_owned(),
+            });
+        }
+        let mut matches = Vec::new();
+        let mut query = RunQuery::newest(RESOLVE_PAGE);
+        loop {
+            let page = self.store().query_runs(&query).await?;
+            matches.extend(
+                page.runs
+                    .into_iter()
+                    .map(|run| run.id)
+                    .filter(|id| id.as_str().starts_with(&prefix)),
+            );
+            match page.next {
+                Some(next) if matches.len() < 2 => query.after = Some(next),
+                _ => break,
+            }
+        }
+        match matches.len() {
+            1 => Ok(matches.remove(0)),
+            0 => Err(Error::NoRunMatches {
+                given: given.to_owned(),
+            }),
+            _ => Err(Error::AmbiguousRun {
+                given: given.to_owned(),
+                some: matches.iter().map(ToString::to_string).collect(),
+            }),
+        }
     }
 }

@@ -95,6 +95,7 @@ impl From<toren_runtime::Error> for Problem {
             toren_runtime::Error::Store(S::RunNotFound(_))
             | toren_runtime::Error::Store(S::SessionNotFound(_))
             | toren_runtime::Error::Store(S::NoPendingApproval { .. })
+            | toren_runtime::Error::NoRunMatches { .. }
             | toren_runtime::Error::NoPendingApproval { .. } => StatusCode::NOT_FOUND,
             toren_runtime::Error::Store(S::AlreadyDecided { .. })
             | toren_runtime::Error::Store(S::LeftBehind { .. })

@@ -207,9 +207,16 @@ pub(crate) struct RunArgs {
     /// The agent: a name looked up in $TOREN_AGENTS (NAME.yaml or NAME/agent.yaml), or a
     /// path to an agent file.
     pub(crate) agent: String,
-    /// The task for the agent.
+    /// The task for the agent (`toren run AGENT "task"`, or `--input "task"`).
+    #[arg(
+        value_name = "TASK",
+        required_unless_present = "input",
+        conflicts_with = "input"
+    )]
+    pub(crate) task: Option<String>,
+    /// The task for the agent, as an option.
     #[arg(long, short)]
-    pub(crate) input: String,
+    pub(crate) input: Option<String>,
     /// Print one JSON object {run_id, status, output} on stdout instead of the answer.
     #[arg(long)]
     pub(crate) json: bool,
@@ -217,7 +224,7 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ResumeArgs {
-    /// The run id (see `toren runs list`).
+    /// The run: its id (see `toren runs list`), a unique prefix of it, or `last`.
     pub(crate) run: String,
     /// Print one JSON object {run_id, status, output} on stdout instead of the answer.
     #[arg(long)]
@@ -299,7 +306,7 @@ pub(crate) enum SandboxCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct EventsArgs {
-    /// The run id (see `toren runs list`).
+    /// The run: its id (see `toren runs list`), a unique prefix of it, or `last`.
     pub(crate) run: String,
     /// Print one JSON object per line, exactly as stored.
     #[arg(long)]
@@ -311,7 +318,7 @@ pub(crate) struct EventsArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RewindArgs {
-    /// The run id, or a session's name.
+    /// The run (its id, a prefix of it starting `run_`, or `last`), or a session's name.
     pub(crate) run: String,
     /// The step to go back to. For a run: an event's seq (see `toren events`), between
     /// turns or right after a model answer. For a session: TURN (before that turn began,
@@ -323,7 +330,7 @@ pub(crate) struct RewindArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct DiffArgs {
-    /// The run id.
+    /// The run: its id, a unique prefix of it, or `last` (the newest run).
     pub(crate) run: String,
     /// The workspace as it was after this step (an event's seq); default: the first
     /// checkpoint.
@@ -337,7 +344,7 @@ pub(crate) struct DiffArgs {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("raise").required(true).multiple(true)))]
 pub(crate) struct BudgetArgs {
-    /// The run id.
+    /// The run: its id, a unique prefix of it, or `last` (the newest run).
     pub(crate) run: String,
     /// Tokens to add to the run's token limit.
     #[arg(long, group = "raise", value_name = "N")]
@@ -352,7 +359,7 @@ pub(crate) struct BudgetArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct CancelArgs {
-    /// The run id.
+    /// The run: its id, a unique prefix of it, or `last` (the newest run).
     pub(crate) run: String,
     /// Why, recorded in the log.
     #[arg(long)]
@@ -361,7 +368,7 @@ pub(crate) struct CancelArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct DecideArgs {
-    /// The run id.
+    /// The run: its id, a unique prefix of it, or `last` (the newest run).
     pub(crate) run: String,
     /// The tool call id the run is waiting on (shown by `toren run` and `toren runs show`).
     pub(crate) call: String,

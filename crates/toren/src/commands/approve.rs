@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use toren_runtime::Actor;
 
 use crate::cli::{CancelArgs, DecideArgs};
-use crate::commands::parse_run_id;
+use crate::commands::resolve_run;
 use crate::exit::Failure;
 use crate::wiring;
 
@@ -22,9 +22,9 @@ pub(crate) async fn decide(
     approved: bool,
     reason: Option<String>,
 ) -> Result<u8, Failure> {
-    let run_id = parse_run_id(&target.run)?;
     let settings = wiring::settings()?;
     let service = wiring::service_for(&settings).await?;
+    let run_id = resolve_run(&service, &target.run).await?;
     service
         .decide(
             &run_id,
@@ -47,9 +47,9 @@ pub(crate) async fn decide(
 }
 
 pub(crate) async fn cancel(args: &CancelArgs) -> Result<u8, Failure> {
-    let run_id = parse_run_id(&args.run)?;
     let settings = wiring::settings()?;
     let service = wiring::service_for(&settings).await?;
+    let run_id = resolve_run(&service, &args.run).await?;
     service
         .cancel(&run_id, args.reason.clone(), &actor(&settings.user))
         .await

@@ -8,7 +8,7 @@ use toren_protocol::Usd;
 use toren_runtime::{Actor, BudgetRaise};
 
 use crate::cli::BudgetArgs;
-use crate::commands::parse_run_id;
+use crate::commands::resolve_run;
 use crate::exit::Failure;
 use crate::wiring;
 
@@ -35,9 +35,9 @@ pub(crate) fn parse_wall(text: &str) -> Result<u64, String> {
 }
 
 pub(crate) async fn budget(args: &BudgetArgs) -> Result<u8, Failure> {
-    let run_id = parse_run_id(&args.run)?;
     let settings = wiring::settings()?;
     let service = wiring::service_for(&settings).await?;
+    let run_id = resolve_run(&service, &args.run).await?;
     let raise = BudgetRaise {
         tokens: args.add_tokens.unwrap_or(0),
         usd: args.add_usd.unwrap_or(Usd::ZERO),

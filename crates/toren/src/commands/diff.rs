@@ -11,13 +11,13 @@ use toren_checkpoint::{Policy, Store};
 use toren_protocol::EventKind;
 
 use crate::cli::DiffArgs;
-use crate::commands::parse_run_id;
+use crate::commands::resolve_run;
 use crate::exit::Failure;
 use crate::wiring;
 
 pub(crate) async fn diff(args: &DiffArgs) -> Result<u8, Failure> {
-    let run_id = parse_run_id(&args.run)?;
     let service = wiring::service().await?;
+    let run_id = resolve_run(&service, &args.run).await?;
     let events = service.events(&run_id, 0).await.map_err(Failure::failed)?;
     let state =
         toren_agent::RunState::from_events(&events).map_err(|e| Failure::failed(anyhow!(e)))?;

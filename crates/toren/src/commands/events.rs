@@ -10,13 +10,13 @@ use toren_protocol::Event;
 use toren_runtime::Followed;
 
 use crate::cli::EventsArgs;
-use crate::commands::parse_run_id;
+use crate::commands::resolve_run;
 use crate::exit::Failure;
 use crate::{printer, wiring};
 
 pub(crate) async fn events(args: &EventsArgs) -> Result<u8, Failure> {
-    let run_id = parse_run_id(&args.run)?;
     let service = wiring::service().await?;
+    let run_id = resolve_run(&service, &args.run).await?;
     if !args.follow {
         let events = service.events(&run_id, 0).await.map_err(Failure::failed)?;
         for event in &events {

@@ -20,10 +20,11 @@ pub(crate) mod telegram;
 pub(crate) mod worker;
 
 use toren_protocol::RunId;
+use toren_runtime::RunService;
 
 use crate::exit::Failure;
 
-/// Parses a run id given on the command line.
-pub(crate) fn parse_run_id(arg: &str) -> Result<RunId, Failure> {
-    arg.parse().map_err(Failure::usage)
+/// The run a command line names: its id, a unique prefix of it, or `last`.
+pub(crate) async fn resolve_run(service: &RunService, arg: &str) -> Result<RunId, Failure> {
+    service.resolve_run(arg).await.map_err(Failure::usage)
 }

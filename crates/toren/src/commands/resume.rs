@@ -6,14 +6,14 @@ use toren_protocol::RunStatus;
 
 use crate::cli::ResumeArgs;
 use crate::commands::host::Host;
-use crate::commands::parse_run_id;
+use crate::commands::resolve_run;
 use crate::exit::{FAILED, Failure};
 use crate::{printer, wiring};
 
 pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
-    let run_id = parse_run_id(&args.run)?;
     let settings = wiring::settings()?;
     let service = wiring::service_for(&settings).await?;
+    let run_id = resolve_run(&service, &args.run).await?;
     // A log that cannot be replayed is recorded as failed by the service, with the reason,
     // so that no surface goes on calling it resumable.
     let view = service.get(&run_id).await.map_err(Failure::failed)?;

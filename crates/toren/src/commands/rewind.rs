@@ -12,6 +12,7 @@ use toren_runtime::{Actor, RunService, SessionStep};
 use toren_worker::holder;
 
 use crate::cli::RewindArgs;
+use crate::commands::resolve_run;
 use crate::exit::Failure;
 use crate::wiring;
 
@@ -22,9 +23,12 @@ pub(crate) async fn rewind(args: &RewindArgs) -> Result<u8, Failure> {
         by: settings.user.clone(),
         via: "cli".to_owned(),
     };
-    match args.run.parse::<RunId>() {
-        Ok(run_id) => rewind_run(&service, &run_id, &args.to, &actor).await,
-        Err(_) => rewind_session(&service, &args.run, &args.to, &actor).await,
+    // A run's id, `last` or a prefix starting `run_` names a run; anything else a session.
+    if args.run.parse::<RunId>().is_ok() || args.run == "last" || args.run.starts_with("run_") {
+        let run_id = resolve_run(&service, &args.run).await?;
+        rewind_run(&service, &run_id, &args.to, &actor).await
+    } else {
+        rewind_session(&service, &args.run, &args.to, &actor).await
     }
 }
 

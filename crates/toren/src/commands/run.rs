@@ -1,4 +1,4 @@
-//! `toren run AGENT --input TEXT`: create a run through the run service and drive it in
+//! `toren run AGENT TASK` (or `--input TASK`): create a run through the run service and drive it in
 //! the foreground.
 
 use anyhow::anyhow;
@@ -18,8 +18,9 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let policy = service.resolve_policy(&agent).map_err(Failure::usage)?;
     let host = Host::new(&agent, policy.as_ref(), &settings, &service).await?;
 
+    let input = args.task.or(args.input).unwrap_or_default();
     let created = service
-        .create(agent.clone(), args.input, &host.holder())
+        .create(agent.clone(), input, &host.holder())
         .await
         .map_err(|e| Failure::failed(anyhow!(e).context("cannot create the run")))?;
     let sandbox = match &created.policy {

@@ -9,7 +9,7 @@ use toren_protocol::Usage;
 use toren_runtime::RunService;
 use toren_store::RunSummary;
 
-use crate::commands::parse_run_id;
+use crate::commands::resolve_run;
 use crate::exit::Failure;
 use crate::printer::{command_block, one_line};
 use crate::wiring;
@@ -75,8 +75,8 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
 }
 
 pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
-    let run_id = parse_run_id(run)?;
     let service = wiring::service().await?;
+    let run_id = resolve_run(&service, run).await?;
     let view = service.get(&run_id).await.map_err(Failure::failed)?;
     let unserved = service
         .unserved_volume(&view)

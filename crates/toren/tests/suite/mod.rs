@@ -24,6 +24,7 @@ mod resume;
 mod rewind;
 mod rewind_background;
 mod rewind_states;
+mod run_ids;
 mod scripted;
 mod send;
 mod serve;
