@@ -194,9 +194,28 @@ fn first_line(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` (already made visible) as one `<pre>` block: every byte escaped, nothing in it
+/// read as Markdown or HTML, so a line starting with ```` ``` ```` or a `` `pair` `` of
+/// backticks is shown exactly as it stands in the command.
+fn pre(text: &str) -> String {
+    format!("<pre>{}</pre>", escape_html(text))
+}
+
+/// The warning line for a command holding characters [`visible_lines`] marks, if any.
+fn hidden_warning(command: &str) -> Option<String> {
+    match toren_display::hidden_count(command) {
+        0 => None,
+        1 => Some("⚠ this command contains 1 hidden or control character".to_owned()),
+        n => Some(format!(
+            "⚠ this command contains {n} hidden or control characters"
+        )),
+    }
+}
+
 /// The approval message for `command`: the exact command in a code block, cut at
 /// [`COMMAND_PREVIEW`] characters (then `truncated` is true and a "show all" button sends
-/// the rest).
+/// it whole: [`command_html`]). The command is never read as Markdown: it goes into the
+/// `<pre>` block escaped, as in the full view and the edited message.
 pub fn approval_html(command: &str, attempt: u32) -> (String, bool) {
     let shown = visible_lines(command);
     let count = shown.chars().count();
@@ -215,16 +234,84 @@ pub fn approval_html(command: &str, attempt: u32) -> (String, bool) {
     } else {
         "🔐 The agent wants to run:\n".to_owned()
     };
-    text.push_str("<pre>");
-    text.push_str(&escape_html(&preview));
+    text.push_str(&pre(&preview));
     if truncated {
         text.push_str(&format!(
-            "\n… ({} more characters)",
+            "\n… ({} more characters not shown; “Show all” sends the whole command)",
             count - COMMAND_PREVIEW
         ));
     }
-    text.push_str("</pre>");
+    if let Some(warning) = hidden_warning(command) {
+        text.push('\n');
+        text.push_str(&warning);
+    }
     (text, truncated)
+}
+
+/// The whole command, for "show all": Telegram HTML messages of one `<pre>` block each
+/// (made visible, every character escaped; never read as Markdown), split at line
+/// boundaries to fit [`MESSAGE_LIMIT`], each part numbered when there are several.
+pub fn command_html(command: &str) -> Vec<String> {
+    let shown = visible_lines(command);
+    // Room for the header and the tags (which do not count, but the header does).
+    let chunks = split_plain(&shown, MESSAGE_LIMIT - 200);
+    let total = chunks.len();
+    let warning = hidden_warning(command);
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut text = if total > 1 {
+                format!("📜 The whole command (part {} of {total}):\n", i + 1)
+            } else {
+                "📜 The whole command:\n".to_owned()
+            };
+            text.push_str(&pre(chunk));
+            if i + 1 == total
+                && let Some(warning) = &warning
+            {
+                text.push('\n');
+                text.push_str(warning);
+            }
+            text
+        })
+        .collect()
+}
+
+/// `text` in parts of at most `limit` characters, cut after a newline where a line fits
+/// (a longer line is cut at a character boundary); nothing added or dropped: the parts
+/// joined are `text`.
+fn split_plain(text: &str, limit: usize) -> Vec<String> {
+    let limit = limit.max(1);
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut len = 0;
+    for line in text.split_inclusive('\n') {
+        let mut line = line;
+        while !line.is_empty() {
+            let line_len = line.chars().count();
+            if len + line_len <= limit {
+                current.push_str(line);
+                len += line_len;
+                break;
+            }
+            if len > 0 {
+                parts.push(std::mem::take(&mut current));
+                len = 0;
+                continue;
+            }
+            let cut = line
+                .char_indices()
+                .nth(limit)
+                .map_or(line.len(), |(i, _)| i);
+            parts.push(line[..cut].to_owned());
+            line = &line[cut..];
+        }
+    }
+    if !current.is_empty() || parts.is_empty() {
+        parts.push(current);
+    }
+    parts
 }
 
 /// The approval message once decided: the command, then who decided what.

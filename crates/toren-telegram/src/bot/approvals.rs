@@ -94,8 +94,9 @@ impl Bot {
             "s" => {
                 let _ = self.api.answer_callback(&press.id, "").await;
                 if let Some(approval) = command {
-                    let full = format!("```\n{}\n```", approval.command);
-                    for part in render::reply_html(&full) {
+                    // The command exactly, never through the Markdown renderer (a ```
+                    // line in it would close a fence and vanish, backticks turn to code).
+                    for part in render::command_html(&approval.command) {
                         if let Err(e) = self.api.send_message(chat, &part, true, None).await {
                             tracing::warn!("cannot send to Telegram: {e}");
                         }

@@ -3,7 +3,7 @@
 //! overwriting other bytes: a number is added; the same bytes again are the same file),
 //! and the turn says where; `/files` lists the workspace tree.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use toren_display::visible;
 use toren_sandbox::{EntryKind, Workspace};
@@ -123,14 +123,18 @@ fn save_once(workspace: &Workspace, name: &str, bytes: &[u8]) -> Result<String, 
     Err("too many files of that name in uploads/".to_owned())
 }
 
-/// The workspace tree, for `/files`.
+/// The workspace tree, for `/files`: listed through the workspace's directory handle
+/// (cap-std), so every directory is opened beneath the workspace and a symlink swapped in
+/// (or left by the agent) cannot make it list anything outside.
 pub(super) async fn tree(session: &Session) -> String {
     let Some(root) = workspace(session) else {
         return "This agent has no workspace.".to_owned();
     };
     let listing = tokio::task::spawn_blocking(move || {
         let mut lines = Vec::new();
-        walk(&root, 0, &mut lines);
+        if let Ok(workspace) = Workspace::open_path(&root) {
+            walk(&workspace, "", 0, &mut lines);
+        }
         lines
     })
     .await
@@ -151,27 +155,30 @@ pub(super) async fn tree(session: &Session) -> String {
     text
 }
 
-fn walk(dir: &Path, depth: usize, lines: &mut Vec<String>) {
+fn walk(workspace: &Workspace, dir: &str, depth: usize, lines: &mut Vec<String>) {
     if depth > 6 || lines.len() > TREE_LIMIT {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = workspace.list(dir) else {
         return;
     };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for entry in entries {
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for (name, info) in entries {
+        if lines.len() > TREE_LIMIT {
+            return;
+        }
         let indent = "  ".repeat(depth);
-        if kind.is_dir() {
-            lines.push(format!("{indent}{name}/"));
-            walk(&entry.path(), depth + 1, lines);
-        } else {
-            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-            lines.push(format!("{indent}{name} ({size} B)"));
+        match info.kind {
+            EntryKind::Directory => {
+                lines.push(format!("{indent}{name}/"));
+                let path = if dir.is_empty() {
+                    name
+                } else {
+                    format!("{dir}/{name}")
+                };
+                walk(workspace, &path, depth + 1, lines);
+            }
+            EntryKind::File => lines.push(format!("{indent}{name} ({} B)", info.len)),
+            EntryKind::Other => lines.push(format!("{indent}{name}")),
         }
     }
 }

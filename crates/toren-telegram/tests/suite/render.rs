@@ -1,6 +1,7 @@
 use pretty_assertions::assert_eq;
 use toren_telegram::render::{
-    MESSAGE_LIMIT, approval_html, escape_html, markdown_html, reply_html, split, tool_started,
+    MESSAGE_LIMIT, approval_html, command_html, escape_html, markdown_html, reply_html, split,
+    tool_started,
 };
 
 #[test]
@@ -70,5 +71,96 @@ fn tool_lines_and_approvals() {
     assert!(short.contains("<pre>rm -rf &lt;x&gt;</pre>"), "{short}");
     let (long, truncated) = approval_html(&"a".repeat(5000), 1);
     assert!(truncated);
-    assert!(long.contains("(3500 more characters)"), "{long}");
+    assert!(
+        long.contains("</pre>\n… (3500 more characters not shown;"),
+        "{long}"
+    );
+}
+
+/// The `<pre>` blocks of `html`, unescaped (what Telegram's HTML mode shows in them).
+fn pre_blocks(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(start) = rest.find("<pre>") {
+        let after = &rest[start + 5..];
+        let Some(end) = after.find("</pre>") else {
+            panic!("an unclosed <pre> block: {html}");
+        };
+        let inner = &after[..end];
+        assert!(!inner.contains('<') && !inner.contains('>'), "{inner}");
+        out.push_str(
+            &inner
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&"),
+        );
+        rest = &after[end + 6..];
+    }
+    out
+}
+
+#[test]
+fn a_command_is_shown_exactly_whatever_markdown_it_holds() {
+    let command = "echo a\n``` ; echo X\necho `id` <i>&lt;\n```sh\n  `x`\n```";
+    let (preview, truncated) = approval_html(command, 1);
+    assert!(!truncated);
+    assert_eq!(pre_blocks(&preview), command, "{preview}");
+    assert!(preview.contains("\n``` ; echo X\necho `id` &lt;i&gt;&amp;lt;\n"));
+    assert!(!preview.contains("<code>"), "{preview}");
+    let full = command_html(command);
+    assert_eq!(full.len(), 1);
+    assert_eq!(pre_blocks(&full[0]), command, "{}", full[0]);
+    assert!(!full[0].contains("<code>"), "{}", full[0]);
+}
+
+#[test]
+fn a_long_command_is_split_into_parts_that_join_to_it_exactly() {
+    let mut command = String::new();
+    for i in 0..400 {
+        command.push_str(&format!("echo line {i} ```` `id` <&>\n"));
+    }
+    command.push_str(&"y".repeat(9000));
+    command.push_str("\n```\n");
+    let parts = command_html(&command);
+    assert!(parts.len() > 3, "{}", parts.len());
+    let joined: String = parts.iter().map(|p| pre_blocks(p)).collect();
+    assert_eq!(joined, command);
+    for (i, part) in parts.iter().enumerate() {
+        let shown = part
+            .replace("<pre>", "")
+            .replace("</pre>", "")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&");
+        assert!(shown.chars().count() <= MESSAGE_LIMIT, "part {i}");
+        assert!(
+            part.starts_with(&format!(
+                "📜 The whole command (part {} of {}):\n<pre>",
+                i + 1,
+                parts.len()
+            )),
+            "{part}"
+        );
+    }
+    let (preview, truncated) = approval_html(&command, 1);
+    assert!(truncated);
+    assert!(command.starts_with(&pre_blocks(&preview)));
+}
+
+#[test]
+fn hidden_characters_in_a_command_are_marked_and_counted_in_every_view() {
+    let command = "echo \u{202e}txt.exe\u{200b}\r\n```\necho done";
+    let (preview, _) = approval_html(command, 1);
+    let full = command_html(command);
+    for shown in [&preview, &full[0]] {
+        assert!(
+            !shown.contains('\u{202e}') && !shown.contains('\u{200b}') && !shown.contains('\r'),
+            "{shown}"
+        );
+        assert!(shown.contains("\n```\necho done</pre>"), "{shown}");
+        assert!(
+            shown.contains("⚠ this command contains 3 hidden or control characters"),
+            "{shown}"
+        );
+    }
 }

@@ -1016,7 +1016,9 @@ fn a_long_command_is_shown_whole_on_request_and_a_late_press_is_told_what_stands
     }));
     let asked = with_buttons(&fake.messages(USER)).remove(0);
     assert!(
-        asked.text.contains("… (505 more characters)</pre>"),
+        asked
+            .text
+            .contains("</pre>\n… (505 more characters not shown;"),
         "{}",
         asked.text
     );
@@ -1035,7 +1037,7 @@ fn a_long_command_is_shown_whole_on_request_and_a_late_press_is_told_what_stands
     assert!(fake.wait_for(WAIT, |v| {
         v.messages(USER)
             .iter()
-            .any(|m| m.text == format!("<pre>{long}</pre>"))
+            .any(|m| m.text == format!("📜 The whole command:\n<pre>{long}</pre>"))
     }));
     fake.press(USER, asked.message_id, &button(&asked, "d:"));
     assert!(fake.wait_for(WAIT, |v| {
@@ -1069,6 +1071,103 @@ fn a_long_command_is_shown_whole_on_request_and_a_late_press_is_told_what_stands
         1
     );
     assert!(events.iter().all(|e| e["type"] != "tool_started"));
+}
+
+/// The text between `<pre>` and `</pre>` of `html`, unescaped: what Telegram shows in
+/// the block (HTML mode reads only tags and entities, never backticks).
+fn pre_text(html: &str) -> String {
+    let start = html.find("<pre>").expect("a <pre> block") + "<pre>".len();
+    let end = html.rfind("</pre>").expect("a closed <pre> block");
+    let inner = &html[start..end];
+    assert!(
+        !inner.contains('<') && !inner.contains('>'),
+        "no tag inside the block: {inner}"
+    );
+    inner
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+#[test]
+fn what_is_approved_is_shown_exactly_in_the_preview_the_full_view_and_the_edited_message() {
+    let fake = FakeTelegram::start(TOKEN).unwrap();
+    let toren = toren_for(&fake);
+    // Past the preview: a line starting with ``` (valid bash; it runs `echo HIDDEN`) and a
+    // `id` pair, which a Markdown renderer would drop as a fence and turn into code.
+    let pad = "x".repeat(1600);
+    let command =
+        format!("echo {pad}\n``` ; echo HIDDEN > hidden.txt\necho `id` <b>&amp;\n```\necho end");
+    let yaml = command
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    toren.file(
+        "tg.script.yaml",
+        &format!(
+            "turns:\n  - tool_calls:\n      - bash: {{command: \"{yaml}\"}}\n  - text: \"Not run, fine.\"\n"
+        ),
+    );
+    toren.agent(
+        "tg",
+        "name: tg\nmodel: scripted/tg.script.yaml\nsandbox:\n  approval: always\n",
+    );
+    let child = bot(&toren);
+    fake.send_text(USER, "go");
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER).iter().any(|m| !m.buttons().is_empty())
+    }));
+    let asked = with_buttons(&fake.messages(USER)).remove(0);
+    assert_eq!(asked.parse_mode.as_deref(), Some("HTML"));
+    let preview = pre_text(&asked.text);
+    assert!(
+        command.starts_with(&preview) && preview.len() == 1500,
+        "the preview is the command's start, exactly: {preview}"
+    );
+    fake.press(USER, asked.message_id, &button(&asked, "s:"));
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.starts_with("📜 The whole command"))
+    }));
+    let full: Vec<BotMessage> = fake
+        .messages(USER)
+        .into_iter()
+        .filter(|m| m.text.starts_with("📜 The whole command"))
+        .collect();
+    assert_eq!(full.len(), 1, "{full:?}");
+    assert_eq!(full[0].parse_mode.as_deref(), Some("HTML"));
+    assert_eq!(pre_text(&full[0].text), command, "{}", full[0].text);
+    assert!(
+        full[0]
+            .text
+            .contains("\n``` ; echo HIDDEN &gt; hidden.txt\necho `id` &lt;b&gt;&amp;amp;\n```\n"),
+        "{}",
+        full[0].text
+    );
+    fake.press(USER, asked.message_id, &button(&asked, "d:"));
+    assert!(fake.wait_for(WAIT, |v| {
+        v.messages(USER)
+            .iter()
+            .any(|m| m.text.contains("Not run, fine."))
+    }));
+    let stderr = stop(child);
+    let edited = fake.message(USER, asked.message_id).unwrap();
+    assert!(edited.edits > 0, "{stderr}");
+    assert_eq!(edited.parse_mode.as_deref(), Some("HTML"));
+    assert!(edited.text.contains("❌ Denied"), "{}", edited.text);
+    assert_eq!(pre_text(&edited.text), preview, "{}", edited.text);
+    // Every approval text the bot sent or edited went in HTML mode, never Markdown.
+    for call in fake.calls() {
+        if matches!(call.method.as_str(), "sendMessage" | "editMessageText") {
+            let mode = call.str("parse_mode");
+            assert!(
+                mode.is_none() || mode.as_deref() == Some("HTML"),
+                "{call:?}"
+            );
+        }
+    }
+    assert!(find(&toren.sandbox_root(), "hidden.txt").is_none());
 }
 
 #[test]
