@@ -290,10 +290,12 @@ impl SandboxBackend for DockerBackend {
     }
 
     /// A container outlives the process that drove it, and a command that process was
-    /// running in it runs on: the container is removed (its processes killed with it).
+    /// running in it runs on: the container is removed (its processes killed with it; the
+    /// daemon answers once they are dead). Called before a rewind's restore and before a
+    /// resuming driver runs an interrupted call again, so two attempts never run at once.
     async fn stop_processes(&self, key: &str) -> toren_sandbox::Result<()> {
         if self.remove_key(key).await? {
-            tracing::info!(%key, "removed the sandbox container before a restore; the next command recreates it");
+            tracing::info!(%key, "removed the sandbox container (before a restore or a re-run); the next command recreates it");
         }
         Ok(())
     }

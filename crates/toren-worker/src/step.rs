@@ -255,6 +255,33 @@ impl Worker {
         Ok(Some(opened))
     }
 
+    /// Ends whatever the run's earlier driver left running in its sandbox
+    /// ([`toren_sandbox::SandboxBackend::stop_processes`]: docker removes the container,
+    /// killing its processes, and the next command gets a fresh one around the same
+    /// workspace; backends whose processes die with their driver do nothing). A backend
+    /// that cannot be reached now stops the run as it is: the call is not run again until
+    /// its earlier attempt is known dead.
+    async fn stop_earlier_attempt(
+        &self,
+        run: &RunContext<'_>,
+        state: &RunState,
+    ) -> Result<(), Error> {
+        let (Some(policy), Some(backend)) = (state.policy.as_ref(), run.backend.as_ref()) else {
+            return Ok(());
+        };
+        let key = policy
+            .sandbox_key
+            .clone()
+            .unwrap_or_else(|| state.run_id.to_string());
+        backend
+            .stop_processes(&key)
+            .await
+            .map_err(|cause| Error::SandboxUnavailable {
+                run: state.run_id.to_string(),
+                cause,
+            })
+    }
+
     async fn run_tool(
         &self,
         run: &mut RunContext<'_>,
@@ -263,6 +290,12 @@ impl Worker {
         mut started: ToolStarted,
         note: Option<&'static str>,
     ) -> Result<(), Error> {
+        // A re-run of a call an earlier driver started: that attempt may still run in the
+        // sandbox (a container outlives its driver). It is killed and reaped first, so two
+        // attempts never run at once and the checkpoint below sees no late writes from it.
+        if started.attempt > 1 {
+            self.stop_earlier_attempt(run, state).await?;
+        }
         let Some(sandbox) = self.sandbox(run, state).await? else {
             return Ok(());
         };
