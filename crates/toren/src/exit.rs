@@ -31,10 +31,6 @@ impl Failure {
         }
     }
 
-    #[expect(
-        clippy::print_stderr,
-        reason = "the one place that reports a failed command"
-    )]
     pub(crate) fn report(self) -> ExitCode {
         // An agent-file diagnostic already reads `file:line:col: error: …`.
         let diagnostic = self

@@ -3,9 +3,39 @@
 //! backends a command uses is decided in [`wiring`] and nowhere else, and only `wiring`
 //! reads the environment (the diagnostics filter included).
 
+// Shadow std's printing macros for every module below: a closed pipe must not panic
+// (see `out`). Defined before the modules so that their textual scope covers them all.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::out::stdout(::std::format_args!($($arg)*))
+    };
+}
+macro_rules! println {
+    () => {
+        $crate::out::stdout(::std::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::stdout(::std::format_args!("{}\n", ::std::format_args!($($arg)*)))
+    };
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::out::stderr(::std::format_args!($($arg)*))
+    };
+}
+macro_rules! eprintln {
+    () => {
+        $crate::out::stderr(::std::format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::stderr(::std::format_args!("{}\n", ::std::format_args!($($arg)*)))
+    };
+}
+
 mod cli;
 mod commands;
 mod exit;
+mod out;
 mod printer;
 mod wiring;
 

@@ -8,10 +8,6 @@
 //! sequence, control, bidirectional or invisible character reaches the terminal raw).
 //! Fields that must stay on one line are rendered with [`visible`] first, which marks
 //! newlines too. The approval prompt lives in [`prompt`].
-#![expect(
-    clippy::print_stderr,
-    reason = "this module is the human-facing output"
-)]
 
 mod describe;
 mod log;
@@ -274,10 +270,7 @@ impl StderrObserver {
     pub(crate) fn finish_line(&self) {
         if self.mid_line.swap(false, Ordering::Relaxed) {
             if self.text_to_stdout {
-                #[expect(clippy::print_stdout, reason = "the chat's conversation")]
-                {
-                    println!();
-                }
+                println!();
             } else {
                 eprintln!();
             }
@@ -289,11 +282,8 @@ impl Observer for StderrObserver {
     fn text(&self, _run: &RunId, delta: &str) {
         // Rendered character by character, so a sequence split across deltas is caught too.
         if self.text_to_stdout {
-            #[expect(clippy::print_stdout, reason = "the chat's conversation")]
-            {
-                print!("{}", visible_lines(delta));
-            }
-            let _ = std::io::stdout().flush();
+            print!("{}", visible_lines(delta));
+            crate::out::flush_stdout();
         } else {
             eprint!("{}", visible_lines(delta));
             let _ = std::io::stderr().flush();

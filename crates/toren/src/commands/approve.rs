@@ -35,7 +35,6 @@ pub(crate) async fn decide(
         )
         .await
         .map_err(|e| Failure::failed(anyhow!(e)))?;
-    #[expect(clippy::print_stderr, reason = "confirmation for people")]
     {
         eprintln!(
             "{} call {} of run {run_id}",
@@ -54,7 +53,6 @@ pub(crate) async fn cancel(args: &CancelArgs) -> Result<u8, Failure> {
         .cancel(&run_id, args.reason.clone(), &actor(&settings.user))
         .await
         .map_err(|e| Failure::failed(anyhow!(e)))?;
-    #[expect(clippy::print_stderr, reason = "confirmation for people")]
     {
         eprintln!(
             "cancelled run {run_id}; whatever it was running is stopped, and it cannot be resumed"

@@ -51,7 +51,6 @@ pub(crate) async fn budget(args: &BudgetArgs) -> Result<u8, Failure> {
         .raise_budget(&run_id, raise, &actor)
         .await
         .map_err(|e| Failure::failed(anyhow!(e)))?;
-    #[expect(clippy::print_stderr, reason = "confirmation for people")]
     {
         eprintln!("raised the budget of run {run_id}; it goes on from where it paused");
     }

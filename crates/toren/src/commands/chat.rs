@@ -8,7 +8,6 @@
 //! or stdout not a terminal it reads one message per line, prints plain text, finishes each
 //! turn before reading the next, and exits 0 at the end of input; approvals then wait for
 //! `toren approve` from elsewhere, as `toren run` does.
-#![expect(clippy::print_stdout, reason = "the conversation is the chat's output")]
 
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};

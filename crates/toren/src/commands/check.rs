@@ -1,6 +1,5 @@
 //! `toren check [AGENT...]`: validate agent files (default: every agent in the agents
 //! directory). Prints each error as `file:line:col: error: …`; exits 2 if any file is bad.
-#![expect(clippy::print_stderr, reason = "validation results are for people")]
 
 use anyhow::anyhow;
 use toren_config::AgentRef;

@@ -3,9 +3,6 @@
 //! TOREN_API_TOKEN), the AWS endpoint and region (AWS_ENDPOINT_URL, AWS_REGION) too; what was created, updated
 //! or left alone is said on stderr, the API's URL printed on stdout.
 
-#![expect(clippy::print_stdout, reason = "the API's URL is the command's data")]
-#![expect(clippy::print_stderr, reason = "what was done is for the operator")]
-
 use anyhow::anyhow;
 use toren_deploy_aws::{Change, Deployer, Deployment, GivenVpc};
 

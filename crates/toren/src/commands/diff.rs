@@ -4,7 +4,6 @@
 //! STEP is the checkpoint of the first call started after STEP (it records the workspace
 //! after everything before it); `--from` defaults to the first checkpoint, `--to` to the
 //! workspace as it is now (checkpointed into the run's store for the comparison).
-#![expect(clippy::print_stdout, reason = "the diff is the command's data")]
 
 use anyhow::anyhow;
 use toren_checkpoint::{Policy, Store};

@@ -3,7 +3,6 @@
 //! ends. The human form is [`printer::describe`]'s (one line per event, nothing obeyed);
 //! `--json` escapes every control, bidirectional and invisible character (`\uXXXX`), so it
 //! is the same data and safe to print. Streamed text goes to stderr: it is not the log.
-#![expect(clippy::print_stdout, reason = "events are the command's data")]
 
 use anyhow::anyhow;
 use toren_protocol::Event;

@@ -194,10 +194,6 @@ impl Host {
 }
 
 /// Prints the outcome (stdout: the answer or the JSON object) and picks the exit status.
-#[expect(
-    clippy::print_stdout,
-    reason = "the run's answer is the command's data"
-)]
 fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
     let (status, output, code) = match outcome {
         Outcome::Ended { status, output } => {
@@ -226,10 +222,6 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
     Ok(code)
 }
 
-#[expect(
-    clippy::print_stdout,
-    reason = "the outcome object is the command's data"
-)]
 fn print_json(run_id: &RunId, status: &str, output: &str) {
     let object = serde_json::json!({"run_id": run_id, "status": status, "output": output});
     println!("{}", toren_display::escape_json(&object.to_string()));

@@ -47,7 +47,6 @@ async fn rewind_run(
         .rewind(run_id, to, actor, &holder::this_process())
         .await
         .map_err(|e| refused(e, &format!("run {run_id}")))?;
-    #[expect(clippy::print_stderr, reason = "confirmation for people")]
     {
         eprintln!(
             "run {run_id} is back at step {} ({}); `toren resume {run_id}` continues it from there",
@@ -79,7 +78,6 @@ async fn rewind_session(
         .rewind_session(&session, step, actor, &holder::this_process())
         .await
         .map_err(|e| refused(e, &format!("session {name}")))?;
-    #[expect(clippy::print_stderr, reason = "confirmation for people")]
     {
         eprintln!("{}", session_note(&session.name, &done));
     }

@@ -1,7 +1,6 @@
 //! `toren runs list` and `toren runs show RUN`. Every field that came from a model, a
 //! sandbox or a provider is rendered with `toren-display` (shown, never obeyed); `--json`
 //! output has such characters `\u`-escaped, the same data.
-#![expect(clippy::print_stdout, reason = "runs are the command's data")]
 
 use serde_json::json;
 use toren_display::{escape_json, visible, visible_lines};
@@ -46,7 +45,6 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
         return Ok(0);
     }
     if runs.is_empty() {
-        #[expect(clippy::print_stderr, reason = "a note for people, not data")]
         {
             eprintln!("no runs yet; start one with `toren run AGENT --input TEXT`");
         }

@@ -5,10 +5,6 @@
 //! metadata; those of finished runs and removed sessions, and day-old ones of unknown runs
 //! and sessions, are killed; a live run's and a live session's never), also once a minute
 //! inside `toren run`/`resume` on e2b.
-#![expect(
-    clippy::print_stdout,
-    reason = "containers and reaped ones are the command's data"
-)]
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -239,7 +235,6 @@ pub(crate) async fn reap(dry_run: bool) -> Result<u8, Failure> {
             action.container.name, action.container.run
         );
     }
-    #[expect(clippy::print_stderr, reason = "a summary for people")]
     {
         eprintln!(
             "{} container(s) {}; workspaces are never deleted",
@@ -268,7 +263,6 @@ async fn reap_e2b(settings: &toren_config::Settings, dry_run: bool) -> Result<u8
         };
         println!("{outcome}: {} (run {}): {reason}", sandbox.id, sandbox.run);
     }
-    #[expect(clippy::print_stderr, reason = "a summary for people")]
     {
         eprintln!(
             "{} E2B sandbox(es) {}; a live run's and a live session's are never touched",

@@ -31,7 +31,6 @@ use crate::wiring;
 /// How long open connections (event streams) may hold up the exit once the runs stopped.
 const CLOSE_CONNECTIONS: Duration = Duration::from_secs(5);
 
-#[expect(clippy::print_stderr, reason = "the address is for the operator")]
 pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     match settings.queue {

@@ -1,5 +1,4 @@
 //! `toren sessions list|show|rm`: the sessions `toren chat` keeps, through the run service.
-#![expect(clippy::print_stdout, reason = "sessions are the command's data")]
 
 use anyhow::anyhow;
 use serde_json::json;

@@ -35,7 +35,6 @@ impl AgentFinder for AgentsDir {
     }
 }
 
-#[expect(clippy::print_stderr, reason = "the bot's start is for the operator")]
 pub(crate) async fn telegram(args: &TelegramArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     let telegram = wiring::telegram_settings()?;
@@ -76,7 +75,6 @@ pub(crate) async fn telegram(args: &TelegramArgs) -> Result<u8, Failure> {
 
 /// The bot inside `toren serve`: `None` when TELEGRAM_BOT_TOKEN is unset. Runs until
 /// `stop`.
-#[expect(clippy::print_stderr, reason = "the bot's start is for the operator")]
 pub(crate) async fn start(
     settings: &Settings,
     stop: &CancellationToken,

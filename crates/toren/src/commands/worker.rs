@@ -8,11 +8,6 @@
 //! second signal) what still runs is stopped. Leases are released, the runs stay
 //! resumable, and the process exits 0.
 
-#![expect(
-    clippy::print_stdout,
-    reason = "the workers list is the command's data"
-)]
-
 use std::sync::Arc;
 
 use anyhow::anyhow;
@@ -29,10 +24,6 @@ use crate::commands::serve;
 use crate::exit::Failure;
 use crate::wiring;
 
-#[expect(
-    clippy::print_stderr,
-    reason = "the worker's identity is for the operator"
-)]
 pub(crate) async fn worker(args: &WorkerArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
     refuse_docker_in_container(&settings)?;
@@ -121,7 +112,6 @@ pub(crate) async fn list(json: bool) -> Result<u8, Failure> {
         return Ok(0);
     }
     if workers.is_empty() {
-        #[expect(clippy::print_stderr, reason = "a note for people, not data")]
         {
             eprintln!("no live workers; start one with `toren worker` (or `toren serve`)");
         }

@@ -4,6 +4,7 @@ mod call_ids;
 mod cancel;
 mod chaos;
 mod chat;
+mod closed_pipe;
 mod common;
 mod config_errors;
 mod context;
