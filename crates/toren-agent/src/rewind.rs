@@ -60,6 +60,18 @@ pub(crate) fn start_session_rewind(state: &mut RunState, rewound: Option<Rewound
     state.session_rewind = rewound;
 }
 
+/// A run going on from an ended run's step (`TurnStart::forked`): its turns so far and the
+/// calls the step's answer made, not yet asked about or started, are the step's.
+pub(crate) fn start_fork(state: &mut RunState, forked: &toren_protocol::Forked) {
+    state.turns = forked.turns;
+    state.progress = forked
+        .pending
+        .iter()
+        .map(|c| (c.id.clone(), CallProgress::default()))
+        .collect();
+    state.pending = forked.pending.clone();
+}
+
 /// What a session's rewind turn says when it completes.
 pub(crate) fn session_rewind_note(rewound: &Rewound) -> String {
     let step = toren_protocol::TurnStart::step_name(rewound.turn.unwrap_or(0), rewound.to);
@@ -178,24 +190,62 @@ impl RunState {
             .collect()
     }
 
+    /// The ended run and its step this run goes on from (`TurnStart::forked`).
+    pub fn forked_from(&self) -> Option<(&toren_protocol::RunId, u64)> {
+        self.forked_from.as_ref().map(|(run, to)| (run, *to))
+    }
+
     /// The rewind this run, a session's rewind turn, makes (`TurnStart::rewound`).
     pub fn session_rewind(&self) -> Option<&Rewound> {
         self.session_rewind.as_ref()
     }
 
     /// Whether the conversation at step `to` is reachable by a rewind, and if not why.
+    /// A run that has ended is not rewound (its log is closed): a new run goes on from the
+    /// step instead ([`RunState::fork_at`]).
     pub fn can_rewind_to(&self, to: u64) -> Result<(), String> {
         if self.status.is_terminal() {
             return Err(format!(
-                "the run has ended ({}): its log is closed, so it cannot be rewound",
+                "the run has ended ({}): its log is closed, so it cannot be rewound; a new \
+                 run can go on from the step instead",
                 self.status
             ));
         }
+        self.on_line(to)
+    }
+
+    fn on_line(&self, to: u64) -> Result<(), String> {
         if self.line.points.iter().any(|p| p.seq == to) {
             Ok(())
         } else {
             Err(why_not(self, to))
         }
+    }
+
+    /// What a new run going on from step `to` of this one begins with (for a run that has
+    /// ended; see `toren_protocol::Forked`): the conversation at the step, the calls of
+    /// its answer that had not run and the turns so far. `to` must be a step a rewind
+    /// could go back to, on the run's current line. Only this run's own part of the
+    /// conversation is taken (a session's turn goes back through its session).
+    pub fn fork_at(&self, to: u64) -> Result<toren_protocol::Forked, String> {
+        self.on_line(to)?;
+        let Some(point) = self.line.points.iter().find(|p| p.seq == to) else {
+            return Err(why_not(self, to));
+        };
+        let messages = self
+            .messages
+            .get(self.history_len..point.messages)
+            .unwrap_or_default()
+            .to_vec();
+        Ok(toren_protocol::Forked {
+            from: self.run_id.clone(),
+            to,
+            checkpoint: None,
+            by: None,
+            messages,
+            pending: point.pending.clone(),
+            turns: point.turns,
+        })
     }
 
     /// The messages the model saw up to and including step `to` would be: for display.

@@ -126,6 +126,7 @@ fn a_session_rewind_turn_restores_then_completes_without_a_model_call() {
             by: Some("alice via chat".into()),
             turn: Some(2),
         }),
+        forked: None,
     });
     let history = vec![toren_protocol::Message::User {
         text: "earlier".into(),
@@ -148,4 +149,44 @@ fn a_session_rewind_turn_restores_then_completes_without_a_model_call() {
     let done = RunState::from_events_with_history(&history, &log(kinds)).unwrap();
     assert_eq!(done.restore_due(), None);
     assert!(done.status.is_terminal());
+}
+
+/// A run going on from an ended run's step begins where the ended run was then: the
+/// same conversation, turns and next action, whichever kind of step it is.
+#[test]
+fn a_new_run_forked_from_an_ended_run_goes_on_as_the_step_did() {
+    let mut ended = three_turns();
+    ended.push(responded("done", vec![]));
+    ended.push(EventKind::RunCompleted(toren_protocol::RunCompleted {
+        output: "done".into(),
+    }));
+    let origin = state(ended);
+    assert!(origin.status.is_terminal());
+    assert!(origin.can_rewind_to(4).is_err());
+    // Between turns (4) and right after a model answer (5).
+    for to in [4, 5] {
+        let forked = origin.fork_at(to).unwrap();
+        let then = state(three_turns().into_iter().take(to as usize).collect());
+        let EventKind::RunCreated(mut created) = created(ApprovalPolicy::Never) else {
+            unreachable!()
+        };
+        created.start = Some(toren_protocol::TurnStart {
+            forked: Some(forked),
+            ..Default::default()
+        });
+        let fork = state(vec![EventKind::RunCreated(created)]);
+        assert_eq!(fork.messages, then.messages, "step {to}");
+        assert_eq!(fork.turns, then.turns, "step {to}");
+        assert_eq!(fork.next_action(), then.next_action(), "step {to}");
+        assert_eq!(fork.forked_from().map(|(_, s)| s), Some(to));
+        // Its own steps begin at its start: it can be rewound there.
+        assert_eq!(fork.rewind_targets(), vec![1]);
+    }
+    // A step in the middle of a call is no step to go on from.
+    assert!(
+        origin
+            .fork_at(3)
+            .unwrap_err()
+            .contains("middle of a tool call")
+    );
 }

@@ -100,6 +100,8 @@ pub struct RunState {
     /// This run is a session's rewind turn, going back to the step this names
     /// (`TurnStart::rewound`): it restores the workspace and completes, calling no model.
     pub(crate) session_rewind: Option<toren_protocol::Rewound>,
+    /// The ended run and its step this run goes on from (`TurnStart::forked`).
+    pub(crate) forked_from: Option<(RunId, u64)>,
 }
 
 impl RunState {
@@ -120,13 +122,17 @@ impl RunState {
         let mut messages = history.to_vec();
         // A session's rewind turn has no input: it only takes the session back.
         let session_rewind = created.start.as_ref().and_then(|s| s.rewound.clone());
-        if session_rewind.is_none() {
+        // A run going on from an ended run's step begins with that step's conversation.
+        let forked = created.start.as_ref().and_then(|s| s.forked.as_ref());
+        if let Some(forked) = forked {
+            messages.extend(forked.messages.iter().cloned());
+        } else if session_rewind.is_none() {
             messages.push(Message::User {
                 text: created.input.clone(),
             });
         }
         // Ids stay unique across the whole conversation the model sees.
-        let used_ids = history
+        let used_ids = messages
             .iter()
             .filter_map(|m| match m {
                 Message::Assistant(a) => Some(a.tool_calls.iter().map(|c| c.id.clone())),
@@ -161,8 +167,12 @@ impl RunState {
                 first.at,
             ),
             session_rewind: None,
+            forked_from: forked.map(|f| (f.from.clone(), f.to)),
         };
         crate::rewind::start_session_rewind(&mut state, session_rewind);
+        if let Some(forked) = forked {
+            crate::rewind::start_fork(&mut state, forked);
+        }
         crate::rewind::mark(&mut state);
         for event in rest {
             state.apply(event)?;

@@ -37,7 +37,7 @@ pub struct Rewound {
 /// other turn runs; whoever drives the rewind turn restores the workspace (idempotent, so
 /// again after a crash) and then completes it, and the session's later turns continue the
 /// conversation from that step. A rewind turn has no input and calls no model.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TurnStart {
     /// The workspace checkpoint taken just before the turn began (`None`: checkpoints are
     /// off, the workspace is not on the host that made the turn, or taking it failed).
@@ -46,6 +46,40 @@ pub struct TurnStart {
     /// This turn is a rewind of the session, to the step it names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewound: Option<Rewound>,
+    /// This run goes on from a step of a run that had ended (see [`Forked`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked: Option<Forked>,
+}
+
+/// Since v1 (added later; older logs have none). A run whose log had closed (completed,
+/// failed or cancelled) is taken back by a new run that goes on from one of its steps: the
+/// ended run's log stays closed and append-only, and the new one begins where it left it.
+/// Everything the new run needs is pinned here, so that it never reads the other run's
+/// log: the conversation at the step and the calls its last answer made that had not run
+/// yet. Its workspace was filled from the ended run's checkpoint before this was written
+/// (a crash in between leaves an unused directory, never a run with half a workspace).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Forked {
+    /// The run it goes on from.
+    pub from: crate::RunId,
+    /// The step (`seq`) of `from` it goes on from.
+    pub to: u64,
+    /// The checkpoint of `from` its workspace was filled from (taken when the fork was
+    /// made if nothing had changed `from`'s workspace since the step); `None`: no sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// Who asked and through which door (`alice via cli`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The conversation the model had seen at the step.
+    pub messages: Vec<crate::Message>,
+    /// The calls of the step's last answer, none of them asked about or started yet
+    /// (empty between turns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<crate::ToolCall>,
+    /// Model answers up to the step.
+    #[serde(default)]
+    pub turns: u32,
 }
 
 impl TurnStart {

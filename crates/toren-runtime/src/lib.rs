@@ -29,6 +29,7 @@ pub use budget::BudgetRaise;
 pub use error::{Error, Result};
 pub use follow::{Follow, Followed, Moves, Notifier};
 pub use policy::{PolicySettings, resolve_policy};
+pub use rewind::{Fork, WentBack};
 pub use secrets::EnvValues;
 pub use service::{Actor, Created, RunService, RunView, ServiceSettings};
 pub use session_line::LineTurn;

@@ -162,23 +162,6 @@ fn judged_suffix(this_process: &str) -> Option<&str> {
         .map(|start| &this_process[start..])
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_judged_suffix_is_the_boot_and_namespaces() {
-        assert_eq!(
-            judged_suffix("box/42/1234/boot=b-1/pidns=4026531836/timens=4026531834"),
-            Some("/boot=b-1/pidns=4026531836/timens=4026531834")
-        );
-        assert_eq!(judged_suffix("box:42"), None);
-        let me = holder::this_process();
-        let suffix = judged_suffix(&me).unwrap();
-        assert!(me.ends_with(suffix) && suffix.starts_with("/boot="), "{me}");
-    }
-}
-
 /// How many runs a page of [`RunService::resolve_run`]'s scan reads.
 const RESOLVE_PAGE: u32 = 500;
 
@@ -244,5 +227,22 @@ impl RunService {
                 some: matches.iter().map(ToString::to_string).collect(),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_judged_suffix_is_the_boot_and_namespaces() {
+        assert_eq!(
+            judged_suffix("box/42/1234/boot=b-1/pidns=4026531836/timens=4026531834"),
+            Some("/boot=b-1/pidns=4026531836/timens=4026531834")
+        );
+        assert_eq!(judged_suffix("box:42"), None);
+        let me = holder::this_process();
+        let suffix = judged_suffix(&me).unwrap();
+        assert!(me.ends_with(suffix) && suffix.starts_with("/boot="), "{me}");
     }
 }

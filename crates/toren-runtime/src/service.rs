@@ -25,6 +25,13 @@ pub struct Actor {
     pub via: String,
 }
 
+impl Actor {
+    /// Who and through which door, as events record it (`alice via cli`).
+    pub fn label(&self) -> String {
+        format!("{} via {}", self.by, self.via)
+    }
+}
+
 /// How the service works.
 #[derive(Clone, Debug)]
 pub struct ServiceSettings {
@@ -189,7 +196,7 @@ impl RunService {
 
     /// A new run's id and its `run_created`: the policy resolved, the workspace made, both
     /// pinned with the spec.
-    fn pinned(
+    pub(crate) fn pinned(
         &self,
         agent: AgentSpec,
         input: String,
@@ -268,8 +275,7 @@ impl RunService {
     ) -> Result<Event> {
         let events = self.store.read(run, 0).await?;
         let state = RunState::from_events(&events).ok();
-        let mut reason =
-            reason.unwrap_or_else(|| format!("cancelled by {} via {}", actor.by, actor.via));
+        let mut reason = reason.unwrap_or_else(|| format!("cancelled by {}", actor.label()));
         if let Some(state) = &state
             && let Some(checkpoint) = state.restore_due()
         {

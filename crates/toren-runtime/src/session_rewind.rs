@@ -126,7 +126,7 @@ impl RunService {
             start.rewound = Some(Rewound {
                 to: step.seq,
                 checkpoint: checkpoint.clone(),
-                by: Some(format!("{} via {}", actor.by, actor.via)),
+                by: Some(actor.label()),
                 turn: Some(step.turn),
             });
         }
@@ -346,6 +346,7 @@ impl RunService {
                     Some(TurnStart {
                         checkpoint: None,
                         rewound: Some(_),
+                        ..
                     }) => return Err(unknown(format!("the rewind of turn {}", turn.turn))),
                     _ => {}
                 }

@@ -279,6 +279,7 @@ impl RunService {
             start: Some(TurnStart {
                 checkpoint,
                 rewound: None,
+                forked: None,
             }),
         }
     }

@@ -1,14 +1,16 @@
 //! `POST /runs/{id}/rewind`: the run's workspace and conversation go back to an earlier
-//! step together (`RunService::rewind`: under the run's lease, `rewound` recorded before the
-//! workspace is restored). Refused (409) while a live process drives the run, for a step it
-//! cannot go back to, and when the workspace at that step is not known; then the run is
-//! resumable from the step (the server's workers pick it up).
+//! step together (`RunService::go_back`). A run that has not ended is rewound in place
+//! (under its lease, `rewound` recorded before the workspace is restored) and is then
+//! resumable from the step; a run that has ended keeps its closed log, and a new run goes
+//! on from the step instead (its id in `run_id`, `forked_from` naming the ended one). The
+//! server's workers pick up either. Refused (409) while a live process drives the run, for
+//! a step it cannot go back to, and when the workspace at that step is not known.
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Extension, Path, State};
 use serde::{Deserialize, Serialize};
-use toren_runtime::Actor;
+use toren_runtime::{Actor, WentBack};
 use utoipa::ToSchema;
 
 use crate::AppState;
@@ -28,15 +30,23 @@ pub(crate) struct RewindRequest {
 /// What the rewind did.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct RewindBody {
-    /// The `rewound` event's seq.
+    /// The run that goes on from the step: the run itself, or the new run when it had
+    /// ended.
+    run_id: String,
+    /// The ended run the new run goes on from; `null`: the run was rewound in place.
+    forked_from: Option<String>,
+    /// The seq of the event that took the run back: its `rewound`, or the new run's
+    /// `run_created` (1).
     seq: u64,
     /// The step the run went back to.
     to: u64,
-    /// The workspace checkpoint restored; `null`: nothing had changed the workspace since.
+    /// The workspace checkpoint restored (a new run's: the one its workspace was filled
+    /// from); `null`: nothing had changed the workspace since, or the run has no sandbox.
     checkpoint: Option<String>,
 }
 
-/// Takes a run back to an earlier step: its workspace and conversation as they were then.
+/// Takes a run back to an earlier step: its workspace and conversation as they were then
+/// (a run that has ended: a new run going on from the step).
 #[utoipa::path(
     post,
     path = "/runs/{id}/rewind",
@@ -45,10 +55,10 @@ pub(crate) struct RewindBody {
     params(("id" = String, Path, description = "The run's id")),
     request_body = RewindRequest,
     responses(
-        (status = 200, description = "The run is back at the step", body = RewindBody),
+        (status = 200, description = "The run is back at the step, or a new run goes on from it (the run had ended)", body = RewindBody),
         (status = 400, description = "The body is not JSON"),
         (status = 404, description = "No such run"),
-        (status = 409, description = "The run is driven by a live process, has ended, or cannot go back to that step"),
+        (status = 409, description = "The run is driven by a live process, cannot go back to that step (or a new run cannot go on from it), or its workspace then is not known"),
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
         (status = 422, description = "A member is missing, unknown or of the wrong type (`to` is a whole number of at least 1)"),
@@ -68,13 +78,25 @@ pub(crate) async fn rewind(
         via: "api".to_owned(),
     };
     let holder = toren_worker::holder::this_process();
-    let outcome = state
+    let body = match state
         .service
-        .rewind(&run, request.to, &actor, &holder)
-        .await?;
-    Ok(Json(RewindBody {
-        seq: outcome.seq,
-        to: outcome.to,
-        checkpoint: outcome.checkpoint,
-    }))
+        .go_back(&run, request.to, &actor, &holder)
+        .await?
+    {
+        WentBack::Rewound(outcome) => RewindBody {
+            run_id: run.to_string(),
+            forked_from: None,
+            seq: outcome.seq,
+            to: outcome.to,
+            checkpoint: outcome.checkpoint,
+        },
+        WentBack::Forked(fork) => RewindBody {
+            run_id: fork.run_id.to_string(),
+            forked_from: Some(fork.from.to_string()),
+            seq: 1,
+            to: fork.to,
+            checkpoint: fork.checkpoint,
+        },
+    };
+    Ok(Json(body))
 }

@@ -450,9 +450,18 @@ function runRewind() {
   button.addEventListener("click", async () => {
     const step = document.getElementById("rewind-step").value;
     const said = document.getElementById("rewind-result");
-    if (!window.confirm("Rewind the run to step " + step + "? Its workspace and conversation go back to how they were then.")) return;
+    const ended = button.dataset.ended === "true";
+    const ask = ended
+      ? "Start a new run from step " + step + "? It begins with the workspace and the conversation as they were then; this run stays as it is."
+      : "Rewind the run to step " + step + "? Its workspace and conversation go back to how they were then.";
+    if (!window.confirm(ask)) return;
     try {
       const doc = await post("/ui/api/runs/" + encodeURIComponent(run) + "/rewind", { to: Number(step) });
+      if (doc.forked_from) {
+        // The run had ended: a new run goes on from the step; its page follows it.
+        window.location.href = "/ui/runs/" + encodeURIComponent(doc.run_id);
+        return;
+      }
       said.textContent = "rewound to step " + doc.to + (doc.checkpoint ? " (workspace restored)" : " (workspace unchanged)");
       window.location.reload();
     } catch (err) {

@@ -34,7 +34,7 @@ pub use egress::{FLUSH_EVERY, HOST_APPROVAL_WAIT, RunEgress};
 pub use error::Error;
 pub use hooks::{Approver, Decision, HistorySource, ModelFactory, Observer, Observers};
 pub use rewind::{
-    Backends, NoBackends, RewindOutcome, complete_rewind_turn, plan as plan_rewind,
-    restore_blocked, restore_if_due, rewind,
+    Backends, NoBackends, RewindOutcome, complete_rewind_turn, fill_fork_workspace,
+    plan as plan_rewind, plan_fork, restore_blocked, restore_if_due, rewind,
 };
 pub use unreplayable::fail_if_unreplayable;

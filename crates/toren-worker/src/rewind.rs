@@ -216,6 +216,15 @@ pub fn plan(
         why,
     };
     state.can_rewind_to(to).map_err(refuse)?;
+    checkpoint_for(state, events, to).map_err(refuse)
+}
+
+/// The checkpoint that holds the workspace as it was at step `to` (see [`plan`]).
+fn checkpoint_for(
+    state: &RunState,
+    events: &[toren_protocol::Event],
+    to: u64,
+) -> Result<Option<String>, String> {
     let first_change = events.iter().find_map(|e| match &e.kind {
         EventKind::ToolStarted(s)
             if e.seq > to && matches!(s.tool.as_str(), "bash" | "write_file" | "edit_file") =>
@@ -227,14 +236,103 @@ pub fn plan(
     match first_change {
         None => Ok(None),
         Some((_, Some(id))) => {
-            workspace(state).map_err(refuse)?;
+            workspace(state)?;
             Ok(Some(id))
         }
-        Some((seq, None)) => Err(refuse(format!(
+        Some((seq, None)) => Err(format!(
             "the call started at step {seq} may have changed the workspace, and no checkpoint \
              was taken before it (checkpoints are off for this run, or failed then), so the \
              workspace as it was at step {to} is not known"
-        ))),
+        )),
+    }
+}
+
+/// What a new run going on from step `to` of the ended run `state` begins with: the
+/// conversation and calls of the step ([`RunState::fork_at`]) and the checkpoint of its
+/// workspace then (`None`: nothing changed the workspace since). Refused for a step the
+/// run cannot continue from, a session's turn (its session goes back instead), and a
+/// workspace as it was then that is not known or not on this host.
+pub fn plan_fork(
+    state: &RunState,
+    events: &[toren_protocol::Event],
+    to: u64,
+) -> Result<toren_protocol::Forked, Error> {
+    let refuse = |why: String| Error::Rewind {
+        run: state.run_id.to_string(),
+        why,
+    };
+    if !state.status.is_terminal() {
+        return Err(refuse(format!(
+            "it has not ended ({}): it is rewound in place, not forked",
+            state.status
+        )));
+    }
+    let session = events.first().and_then(|e| match &e.kind {
+        EventKind::RunCreated(created) => created.session.as_ref(),
+        _ => None,
+    });
+    if let Some(turn) = session {
+        return Err(refuse(format!(
+            "it is turn {} of session {}: the session goes back instead (toren rewind {} --to \
+             {}.N)",
+            turn.turn, turn.name, turn.name, turn.turn
+        )));
+    }
+    let mut forked = state.fork_at(to).map_err(refuse)?;
+    if state.policy.is_some() {
+        workspace(state).map_err(refuse)?;
+    }
+    forked.checkpoint = checkpoint_for(state, events, to).map_err(refuse)?;
+    Ok(forked)
+}
+
+/// Fills `into`, the new workspace of a run going on from an ended run's step, with the
+/// ended run's workspace as it was then: its checkpoint restored there, or when nothing
+/// had changed it since (`checkpoint` is `None`), a copy of it as it is (through a new
+/// checkpoint of it). Paths the ended run's policy excludes from checkpoints are not
+/// carried over. Checked whole before the first change; `into` is expected empty.
+pub async fn fill_fork_workspace(
+    origin: &RunState,
+    checkpoint: Option<&str>,
+    into: &std::path::Path,
+) -> Result<Option<String>, Error> {
+    let run = origin.run_id.to_string();
+    let Some(policy) = &origin.policy else {
+        return Ok(None);
+    };
+    let ws = workspace(origin).map_err(|why| Error::Rewind {
+        run: run.clone(),
+        why,
+    })?;
+    let exclude = match checkpoint_policy(policy) {
+        Ok(p) => p.map(|p| p.exclude).unwrap_or_default(),
+        Err(source) => return Err(Error::Restore { run, source }),
+    };
+    let id = checkpoint.map(str::to_owned);
+    let into = into.to_path_buf();
+    let filled = tokio::task::spawn_blocking(move || {
+        let root = toren_checkpoint::Policy::store_for(&ws).ok_or_else(|| {
+            toren_checkpoint::Error::BadPath {
+                path: ws.display().to_string(),
+                id: id.clone().unwrap_or_default(),
+            }
+        })?;
+        let store = toren_checkpoint::Store::open(root)?;
+        let id = match id {
+            Some(id) => id,
+            None => store.checkpoint(&ws, &exclude)?.id,
+        };
+        store.restore(&id, &into, &exclude)?;
+        Ok::<_, toren_checkpoint::Error>(id)
+    })
+    .await;
+    match filled {
+        Ok(Ok(id)) => Ok(Some(id)),
+        Ok(Err(source)) => Err(Error::Restore { run, source }),
+        Err(join) => Err(Error::Rewind {
+            run,
+            why: format!("the copy of the workspace failed: {join}"),
+        }),
     }
 }
 

@@ -280,14 +280,12 @@ pub(crate) async fn run(
 
 /// The run page's rewind form: the steps its workspace and conversation can go back to,
 /// newest first, each named by what happened at it (a session's turns go back on the
-/// session's page; an ended run cannot).
+/// session's page). An ended run's form starts a new run from the step instead.
 fn rewind_panel(view: &toren_runtime::RunView, events: &[toren_protocol::Event]) -> String {
     let Some(state) = &view.state else {
         return String::new();
     };
-    if view.summary.status.is_terminal() {
-        return String::new();
-    }
+    let ended = view.summary.status.is_terminal();
     let mut options = String::new();
     for seq in state.rewind_targets().into_iter().rev() {
         let what = match events.iter().find(|e| e.seq == seq).map(|e| &e.kind) {
@@ -305,8 +303,21 @@ fn rewind_panel(view: &toren_runtime::RunView, events: &[toren_protocol::Event])
     if options.is_empty() {
         return String::new();
     }
+    let (summary, said, button) = if ended {
+        (
+            "Go on from a step",
+            "The run has ended, so it stays as it is: a new run starts from the step, with the workspace and the conversation as they were then.",
+            "Start a new run from here",
+        )
+    } else {
+        (
+            "Rewind",
+            "The workspace and the conversation go back to a step together; what came after stays in the log.",
+            "Rewind",
+        )
+    };
     format!(
-        "<details class=\"panel\" id=\"rewind\"><summary>Rewind</summary><p class=\"muted\">The workspace and the conversation go back to a step together; what came after stays in the log.</p><p><select id=\"rewind-step\">{options}</select> <button type=\"button\" id=\"rewind-run\">Rewind</button></p><p id=\"rewind-result\" class=\"muted\"></p></details>"
+        "<details class=\"panel\" id=\"rewind\"><summary>{summary}</summary><p class=\"muted\">{said}</p><p><select id=\"rewind-step\">{options}</select> <button type=\"button\" id=\"rewind-run\" data-ended=\"{ended}\">{button}</button></p><p id=\"rewind-result\" class=\"muted\"></p></details>"
     )
 }
 

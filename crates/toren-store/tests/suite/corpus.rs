@@ -469,6 +469,7 @@ fn session_rewind() -> Vec<Event> {
                 TurnStart {
                     checkpoint: Some(s("01jqz8a0a2c4e6g8j0m2p4r6t8")),
                     rewound: None,
+                    forked: None,
                 },
             ),
         ),
@@ -487,6 +488,7 @@ fn session_rewind() -> Vec<Event> {
                         by: Some(s("ana via chat")),
                         turn: Some(1),
                     }),
+                    forked: None,
                 },
             ),
         ),

@@ -3,12 +3,14 @@
 //! `toren_worker::rewind` and `toren_runtime::SessionStep`). For a run STEP is an event's
 //! seq and `toren resume RUN` continues from there; for a session STEP is `TURN` (before
 //! that turn began) or `TURN.SEQ` (after event SEQ of that turn's run) and the session's
-//! next message continues from there. Refused while a live process drives the run (or the
-//! session's turn), and with the steps it can go back to when STEP is not one.
+//! next message continues from there. A run that has ended keeps its closed log: a new run
+//! goes on from the step instead (its id on stdout). Refused while a live process drives
+//! the run (or the session's turn), and with the steps it can go back to when STEP is not
+//! one.
 
 use anyhow::anyhow;
 use toren_protocol::RunId;
-use toren_runtime::{Actor, RunService, SessionStep};
+use toren_runtime::{Actor, RunService, SessionStep, WentBack};
 use toren_worker::holder;
 
 use crate::cli::RewindArgs;
@@ -43,16 +45,27 @@ async fn rewind_run(
             "`{to}` is not a step of a run: give an event's seq (see `toren events {run_id}`)"
         ))
     })?;
-    let outcome = service
-        .rewind(run_id, to, actor, &holder::this_process())
+    let went = service
+        .go_back(run_id, to, actor, &holder::this_process())
         .await
         .map_err(|e| refused(e, &format!("run {run_id}")))?;
-    {
-        eprintln!(
+    match went {
+        WentBack::Rewound(outcome) => eprintln!(
             "run {run_id} is back at step {} ({}); `toren resume {run_id}` continues it from there",
             outcome.to,
             workspace_note(outcome.checkpoint.as_deref())
-        );
+        ),
+        WentBack::Forked(fork) => {
+            // The new run's id is the command's data: `toren resume $(toren rewind …)`.
+            println!("{}", fork.run_id);
+            eprintln!(
+                "run {run_id} had ended, so new run {new} goes on from its step {to} ({}); \
+                 `toren resume {new}` continues it from there",
+                fork_note(fork.checkpoint.as_deref()),
+                new = fork.run_id,
+                to = fork.to,
+            );
+        }
     }
     Ok(0)
 }
@@ -98,6 +111,13 @@ pub(crate) fn session_note(name: &str, done: &toren_runtime::SessionRewound) -> 
         done.turn,
         done.run_id
     )
+}
+
+fn fork_note(checkpoint: Option<&str>) -> String {
+    match checkpoint {
+        Some(id) => format!("its workspace copied from checkpoint {id}"),
+        None => "no sandbox".to_owned(),
+    }
 }
 
 fn workspace_note(checkpoint: Option<&str>) -> String {

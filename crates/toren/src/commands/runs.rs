@@ -125,11 +125,17 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
         "stubbed_outputs": state.compaction().stubbed_outputs(),
         "dropped_messages": state.compaction().dropped_messages(),
     });
+    if let Some((from, to)) = state.forked_from() {
+        object["forked_from"] = json!({ "run": from, "step": to });
+    }
     if as_json {
         println!("{}", escape_json(&object.to_string()));
         return Ok(0);
     }
     println!("run        {}", summary.id);
+    if let Some((from, to)) = state.forked_from() {
+        println!("forked     from step {to} of run {from}, which had ended");
+    }
     println!(
         "agent      {} ({})",
         visible(&summary.agent),

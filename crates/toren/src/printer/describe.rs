@@ -31,6 +31,23 @@ pub(crate) fn describe(event: &Event) -> String {
                     .unwrap_or_default()
             )
         }
+        EventKind::RunCreated(c)
+            if let Some(f) = c.start.as_ref().and_then(|s| s.forked.as_ref()) =>
+        {
+            format!(
+                "agent {} ({}): goes on from step {} of run {}, which had ended (workspace: {}){}",
+                c.agent.name,
+                c.agent.model,
+                f.to,
+                f.from,
+                f.checkpoint
+                    .as_deref()
+                    .map_or_else(|| "none".to_owned(), |id| format!("checkpoint {id}")),
+                f.by.as_deref()
+                    .map(|by| format!(", by {}", visible(by)))
+                    .unwrap_or_default()
+            )
+        }
         EventKind::RunCreated(c) => format!(
             "agent {} ({}), sandbox {}{}, input: {}",
             c.agent.name,

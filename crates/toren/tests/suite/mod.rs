@@ -24,6 +24,7 @@ mod redaction;
 mod resume;
 mod rewind;
 mod rewind_background;
+mod rewind_fork;
 mod rewind_states;
 mod run_ids;
 mod scripted;

@@ -862,6 +862,124 @@ async fn a_run_is_rewound_from_its_page() {
     server.stop();
 }
 
+/// The status of `run` once it has ended.
+async fn wait_ended(server: &Server, run: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let shown = server.get(&format!("/runs/{run}")).await;
+        let status = shown["status"].as_str().unwrap_or_default().to_owned();
+        if ["completed", "failed", "cancelled"].contains(&status.as_str()) {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "not ended: {shown}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// An ended run's page offers to go on from one of its steps: a new run starts there (the
+/// page follows it) with the workspace of that step, and the ended run stays as it was.
+/// Over the API the same request answers with the new run's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_run_goes_on_from_a_step_as_a_new_run_from_its_page() {
+    let toren = home();
+    toren.file(
+        "free-turns.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo one > one.txt\"}\n  - tool_calls:\n      - bash: {command: \"echo two > two.txt\"}\n  - text: \"done\"\n",
+    );
+    toren.agent(
+        "free",
+        "name: free\nmodel: scripted/free-turns.yaml\nsandbox:\n  approval: never\n",
+    );
+    let server = Server::start(&toren, free_port());
+    let run = server.create("free", "go").await;
+    assert_eq!(wait_ended(&server, &run).await, "completed");
+    let ws = toren.workspace(&run);
+    assert!(ws.join("two.txt").exists());
+    let events = server.get(&format!("/runs/{run}/events?format=json")).await;
+    let step = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap();
+
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    browser
+        .wait_for("//details[@id='rewind']/summary[normalize-space()='Go on from a step']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for(&format!(
+            "//select[@id='rewind-step']/option[@value='{step}']"
+        ))
+        .await
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for("//button[@id='rewind-run' and normalize-space()='Start a new run from here']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        browser.client.get_alert_text().await.unwrap(),
+        format!(
+            "Start a new run from step {step}? It begins with the workspace and the conversation as they were then; this run stays as it is."
+        )
+    );
+    browser.client.accept_alert().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let new = loop {
+        let path = browser
+            .client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .to_owned();
+        if let Some(id) = path.strip_prefix("/ui/runs/")
+            && id != run
+        {
+            break id.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "still at {path}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    browser.close().await;
+    // The server's worker drives the new run: it went on from the step (the second call
+    // ran again) in a workspace of its own that began as the step's.
+    assert_eq!(wait_ended(&server, &new).await, "completed");
+    let created = &server.get(&format!("/runs/{new}/events?format=json")).await[0];
+    assert_eq!(created["start"]["forked"]["from"], run.as_str());
+    assert_eq!(created["start"]["forked"]["to"], step);
+    let new_ws = toren.workspace(&new);
+    assert_ne!(new_ws, ws);
+    assert!(new_ws.join("one.txt").exists() && new_ws.join("two.txt").exists());
+    assert_eq!(
+        server.get(&format!("/runs/{run}/events?format=json")).await,
+        events,
+        "the ended run's log is as it was"
+    );
+
+    let (status, body) = server
+        .post(&format!("/runs/{run}/rewind"), json!({"to": step}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["forked_from"], run.as_str());
+    assert_eq!(body["to"], step);
+    let other = body["run_id"].as_str().unwrap();
+    assert!(other != run && other != new, "{body}");
+    server.stop();
+}
+
 /// A run paused at its token budget shows the raise form on its page; raising it there
 /// lets the server's worker finish the run, and the raise shows in the conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
