@@ -296,14 +296,23 @@ fn visit(
 /// component beneath `root` and refuses a symlink anywhere on the way (`openat2` with
 /// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), so a process in the sandbox that swaps a
 /// directory for a symlink after the walk saw it cannot make Toren read a file outside the
-/// workspace into a checkpoint.
+/// workspace into a checkpoint. Only a regular file is read: it is opened `O_NONBLOCK` (no
+/// effect on a regular file's reads) and refused unless its handle says it is one, so a
+/// FIFO or a device swapped in after the walk can neither hang the open nor be read.
 pub(crate) fn open_beneath(root: &File, rel: &Path) -> Result<(File, Metadata)> {
     let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .flags(OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
     let file =
         File::from(openat2(root, rel, how).map_err(|e| io("open", rel)(std::io::Error::from(e)))?);
     let meta = file.metadata().map_err(io("stat", rel))?;
+    if !meta.is_file() {
+        return Err(io("read", rel)(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file any more (something in the sandbox replaced it while it was \
+             being read)",
+        )));
+    }
     Ok((file, meta))
 }
 
@@ -334,5 +343,24 @@ mod tests {
                 "{rel} must not be opened: it leads out of the workspace"
             );
         }
+    }
+
+    /// A FIFO (or device) swapped in where the walk saw a file neither hangs the open (no
+    /// writer ever comes) nor is read: it is refused at once.
+    #[test]
+    fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        nix::unistd::mkfifo(&dir.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU)
+            .expect("mkfifo");
+        let root = File::open(dir.path()).expect("open workspace");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(open_beneath(&root, Path::new("fifo")).map(|_| ()));
+        });
+        let opened = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("opening a FIFO must not wait for a writer");
+        let error = opened.expect_err("a FIFO is not read");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 }
