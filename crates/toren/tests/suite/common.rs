@@ -163,3 +163,47 @@ pub(crate) fn text(bytes: &[u8]) -> String {
 pub(crate) fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// The root of the repository (the workspace), where the docs and examples live.
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A fenced code block of a Markdown page: its info string (`yaml agent`), the line of its
+/// opening fence (1-based) and its body.
+#[derive(Debug)]
+pub(crate) struct Fence {
+    pub(crate) info: String,
+    pub(crate) line: usize,
+    pub(crate) body: String,
+}
+
+/// Every ```-fenced block of `markdown`, in order (indented fences, as in lists, included).
+pub(crate) fn fenced_blocks(markdown: &str) -> Vec<Fence> {
+    let mut blocks = Vec::new();
+    let mut open: Option<Fence> = None;
+    for (index, line) in markdown.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match open.as_mut() {
+            None => {
+                if let Some(info) = trimmed.strip_prefix("```") {
+                    open = Some(Fence {
+                        info: info.trim().to_owned(),
+                        line: index + 1,
+                        body: String::new(),
+                    });
+                }
+            }
+            Some(fence) => {
+                if trimmed.trim_end() == "```" {
+                    blocks.extend(open.take());
+                } else {
+                    fence.body.push_str(line);
+                    fence.body.push('\n');
+                }
+            }
+        }
+    }
+    assert!(open.is_none(), "a fence opened and never closed: {open:?}");
+    blocks
+}

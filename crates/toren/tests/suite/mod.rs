@@ -10,6 +10,7 @@ mod config_errors;
 mod context;
 mod diff;
 mod docker;
+mod docs;
 mod e2b;
 mod fleet_chaos;
 mod fleet_netns;
