@@ -7,8 +7,12 @@
 //! other host stays a plain tunnel. The values live here, in the proxy's memory, and
 //! nowhere the sandbox can read.
 //!
-//! A request inside the tunnel whose `Host` names another host than the `CONNECT` did is
-//! refused (421): the secret goes to the host it was configured for and to no other name.
+//! A request inside the tunnel gets the secret only when every name it carries is the
+//! `CONNECT` host: the TLS SNI the sandbox sent, an absolute-form URI's authority and every
+//! `Host` header (a front end that routes on any one of them must not be able to pick
+//! another tenant). A request where one of them names another host, another port, or
+//! cannot be read is refused (421) and nothing is sent on: the secret goes to the host it
+//! was configured for and to no other name.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -165,6 +169,9 @@ where
         .accept(TokioIo::new(upgraded))
         .await
         .map_err(|e| format!("the sandbox's TLS handshake: {e}"))?;
+    // The name the sandbox asked the TLS layer for: a client that skips verification
+    // could send another, and a request on this connection must not get the secret then.
+    let sni = client.get_ref().1.server_name().map(str::to_owned);
     let name = rustls::pki_types::ServerName::try_from(host.to_owned())
         .map_err(|e| format!("server name: {e}"))?;
     let server = TlsConnector::from(Arc::clone(&interception.upstream))
@@ -186,9 +193,10 @@ where
         let sender = Arc::clone(&sender);
         let headers = headers.clone();
         let host = host.clone();
+        let sni = sni.clone();
         async move {
             Ok::<_, std::convert::Infallible>(
-                forward(request, &sender, &headers, &host, port).await,
+                forward(request, &sender, &headers, &host, port, sni.as_deref()).await,
             )
         }
     });
@@ -204,11 +212,13 @@ async fn forward(
     headers: &[Header],
     host: &str,
     port: u16,
+    sni: Option<&str>,
 ) -> Response<Body> {
-    if !names_host(&request, host, port) {
+    if !names_only(&request, host, port, sni) {
         return plain(
             StatusCode::MISDIRECTED_REQUEST,
-            "toren egress: this connection is for its CONNECT host only\n",
+            "toren egress: this connection is for its CONNECT host only: the TLS server \
+             name, the request's URI and every Host header must all name it\n",
         );
     }
     // A method that makes a server echo the request back would hand the sandbox the
@@ -246,29 +256,56 @@ async fn forward(
     }
 }
 
-/// Whether the request's `Host` (or absolute URI) names the `CONNECT` host; a request
-/// without either is taken as meant for it.
-fn names_host(request: &Request<Incoming>, host: &str, port: u16) -> bool {
-    let named = request
-        .uri()
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
-            request
-                .headers()
-                .get(HOST)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        });
-    let Some(named) = named else {
-        return true;
+/// Whether every name `request` carries is `host` (the `CONNECT` host, lower-cased, no
+/// trailing dot) on `port`: the TLS server name `sni` if the client sent one, the URI's
+/// authority if the request is in absolute form, and each `Host` header. A request that
+/// carries none of them (HTTP/1.0 without `Host`) is taken as meant for the tunnel's
+/// host, the only one it can reach.
+fn names_only(request: &Request<Incoming>, host: &str, port: u16, sni: Option<&str>) -> bool {
+    if sni.is_some_and(|sni| !is_host(sni, host, None)) {
+        return false;
+    }
+    if let Some(authority) = request.uri().authority()
+        && !is_host(authority.as_str(), host, Some(port))
+    {
+        return false;
+    }
+    request.headers().get_all(HOST).iter().all(|value| {
+        value
+            .to_str()
+            .is_ok_and(|value| is_host(value, host, Some(port)))
+    })
+}
+
+/// Whether `named` (`name`, `name:port`, `[v6]:port`; any case, one trailing dot or not)
+/// is `host`, on `port` when it gives one. Anything else — another name or port, user
+/// info (`user@host`), an empty or non-canonical port (`:`, `:0443`, `:+443`), a port
+/// where none may be (the TLS server name) — is not.
+fn is_host(named: &str, host: &str, port: Option<u16>) -> bool {
+    let (name, named_port) = if let Some(rest) = named.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((v6, "")) => (v6, None),
+            Some((v6, tail)) => match tail.strip_prefix(':') {
+                Some(p) => (v6, Some(p)),
+                None => return false,
+            },
+            None => return false,
+        }
+    } else {
+        match named.split_once(':') {
+            Some((name, p)) => (name, Some(p)),
+            None => (named, None),
+        }
     };
-    let named = named.to_ascii_lowercase();
-    let (name, named_port) = match named.rsplit_once(':') {
-        Some((name, p)) if p.chars().all(|c| c.is_ascii_digit()) => (name, p.parse().ok()),
-        _ => (named.as_str(), None),
-    };
-    name.trim_end_matches('.') == host && named_port.is_none_or(|p: u16| p == port)
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if !name.eq_ignore_ascii_case(host) {
+        return false;
+    }
+    match (named_port, port) {
+        (None, _) => true,
+        (Some(named), Some(port)) => named == port.to_string(),
+        (Some(_), None) => false,
+    }
 }
 
 fn plain(status: StatusCode, body: &str) -> Response<Body> {

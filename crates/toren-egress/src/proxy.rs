@@ -334,13 +334,15 @@ fn target(request: &Request<Incoming>) -> Result<(String, u16), String> {
     if uri.scheme_str() != Some("http") {
         return Err("only http:// is forwarded; use CONNECT for https".to_owned());
     }
-    if let Some(header) = request.headers().get(HOST) {
-        let agrees = header
+    // Every `Host` header, not only the first: the request is sent on with one `Host`,
+    // the URI's, and one that named two hosts is not judged on either alone.
+    let agrees = request.headers().get_all(HOST).iter().all(|header| {
+        header
             .to_str()
-            .is_ok_and(|value| value.eq_ignore_ascii_case(authority.as_str()));
-        if !agrees {
-            return Err("the Host header does not match the request's URI".to_owned());
-        }
+            .is_ok_and(|value| value.eq_ignore_ascii_case(authority.as_str()))
+    });
+    if !agrees {
+        return Err("a Host header does not match the request's URI".to_owned());
     }
     Ok((host, authority.port_u16().unwrap_or(80)))
 }

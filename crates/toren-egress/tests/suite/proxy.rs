@@ -203,6 +203,11 @@ async fn origin_form_requests_and_https_urls_are_refused_as_bad_requests() {
             "GET http://allowed.test:{0}/ HTTP/1.1\r\nHost: other.test:{0}\r\n\r\n",
             h.origin.port()
         ),
+        // A second Host that disagrees is judged too, not only the first.
+        format!(
+            "GET http://allowed.test:{0}/ HTTP/1.1\r\nHost: allowed.test:{0}\r\nHost: other.test:{0}\r\n\r\n",
+            h.origin.port()
+        ),
     ] {
         let mut stream = TcpStream::connect(h.proxy).await.unwrap();
         stream.write_all(request.as_bytes()).await.unwrap();

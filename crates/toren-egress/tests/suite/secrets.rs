@@ -142,15 +142,6 @@ async fn send(
     line: &str,
     headers: &str,
 ) -> Result<String, String> {
-    let mut stream = TcpStream::connect(proxy).await.unwrap();
-    stream
-        .write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let head = read_head(&mut stream).await;
-    if !head.starts_with("HTTP/1.1 200") {
-        return Err(head);
-    }
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
@@ -160,7 +151,29 @@ async fn send(
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let name = ServerName::try_from(host.to_owned()).unwrap();
+    exchange(proxy, host, config, host, line, headers).await
+}
+
+/// `CONNECT host:443`, then TLS with `config` asking for `server_name` (the SNI), then
+/// one request: `line`, `headers` and `connection: close`; the whole answer.
+async fn exchange(
+    proxy: SocketAddr,
+    host: &str,
+    config: rustls::ClientConfig,
+    server_name: &str,
+    line: &str,
+    headers: &str,
+) -> Result<String, String> {
+    let mut stream = TcpStream::connect(proxy).await.unwrap();
+    stream
+        .write_all(format!("CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let head = read_head(&mut stream).await;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(head);
+    }
+    let name = ServerName::try_from(server_name.to_owned()).unwrap();
     let mut tls = TlsConnector::from(Arc::new(config))
         .connect(name, stream)
         .await
@@ -261,4 +274,184 @@ async fn a_secret_without_a_value_or_with_a_bad_one_fails_when_the_proxy_is_made
     let error = Interception::new(&policy(), &bad, &trust).unwrap_err();
     assert!(matches!(&error, Error::BadSecret(name) if name == "TOKEN"));
     assert!(!error.to_string().contains("Evil"), "{error}");
+}
+
+/// The origin's heads that carried a request (a connection the proxy opened and never
+/// used reports an empty one).
+fn requests_seen(seen: &mut mpsc::UnboundedReceiver<String>) -> Vec<String> {
+    let mut heads = Vec::new();
+    while let Ok(head) = seen.try_recv() {
+        if !head.is_empty() {
+            heads.push(head);
+        }
+    }
+    heads
+}
+
+#[tokio::test]
+async fn a_request_naming_another_host_anywhere_in_the_tunnel_is_refused_and_gets_nothing() {
+    // Both hosts are allowed and served by one origin, as by a shared front end that
+    // routes on Host: a request in the tunnel to the secret's host that names the other
+    // anywhere would hand the other tenant the secret.
+    let (origin, origin_ca, mut seen) = tls_origin(&["api.test", "plain.test"]).await;
+    let (proxy, run_ca, _stop) = proxy(origin, &origin_ca).await;
+    let cases = [
+        // The absolute-form URI names the secret's host, Host the other.
+        ("GET https://api.test/x", "Host: plain.test\r\n"),
+        ("GET https://api.test:443/x", "Host: plain.test:443\r\n"),
+        // The other way round.
+        ("GET https://plain.test/x", "Host: api.test\r\n"),
+        ("GET https://plain.test/x", ""),
+        // Two Host headers, in either order.
+        ("GET /x", "Host: api.test\r\nHost: plain.test\r\n"),
+        ("GET /x", "Host: plain.test\r\nHost: api.test\r\n"),
+        ("GET /x", "Host: api.test\r\nhost: api.test.evil\r\n"),
+        // The secret's host on another port, or a port a front end may read otherwise.
+        ("GET /x", "Host: api.test:8443\r\n"),
+        ("GET /x", "Host: api.test:0443\r\n"),
+        ("GET /x", "Host: api.test:\r\n"),
+        ("GET https://api.test:8443/x", "Host: api.test\r\n"),
+        // User info in the authority, a name with more after it.
+        ("GET https://plain.test@api.test/x", "Host: api.test\r\n"),
+        ("GET /x", "Host: api.test.plain.test\r\n"),
+    ];
+    for (line, headers) in cases {
+        let answer = send(proxy, "api.test", &run_ca, line, headers)
+            .await
+            .unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 421"),
+            "{line} / {headers:?}: {answer}"
+        );
+        assert!(!answer.contains(VALUE), "{answer}");
+    }
+    assert_eq!(requests_seen(&mut seen), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn spellings_of_the_secret_host_itself_still_get_the_secret() {
+    let (origin, origin_ca, mut seen) = tls_origin(&["api.test"]).await;
+    let (proxy, run_ca, _stop) = proxy(origin, &origin_ca).await;
+    let cases = [
+        ("GET /x", "Host: API.Test\r\n"),
+        ("GET /x", "Host: api.test:443\r\n"),
+        ("GET /x", "Host: api.test.\r\n"),
+        ("GET /x", "Host: api.test\r\nHost: API.TEST:443\r\n"),
+        ("GET https://Api.Test.:443/x", "Host: api.test\r\n"),
+        ("GET https://api.test/x", ""),
+    ];
+    for (line, headers) in cases {
+        let answer = send(proxy, "api.test", &run_ca, line, headers)
+            .await
+            .unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "{line} / {headers:?}: {answer}"
+        );
+        let head = seen.recv().await.unwrap().to_ascii_lowercase();
+        assert!(
+            head.contains(&format!(
+                "authorization: bearer {}",
+                VALUE.to_ascii_lowercase()
+            )),
+            "{line} / {headers:?}: {head}"
+        );
+    }
+}
+
+/// Accepts any certificate: a client that skipped verification (`curl -k`) and so may
+/// send whatever SNI it likes through a tunnel the proxy terminates.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+fn unverified() -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider())))
+        .with_no_client_auth()
+}
+
+#[tokio::test]
+async fn a_tls_server_name_other_than_the_connect_host_gets_nothing() {
+    let (origin, origin_ca, mut seen) = tls_origin(&["api.test", "plain.test"]).await;
+    let (proxy, _run_ca, _stop) = proxy(origin, &origin_ca).await;
+    for host in ["Host: api.test\r\n", "Host: plain.test\r\n", ""] {
+        let answer = exchange(
+            proxy,
+            "api.test",
+            unverified(),
+            "plain.test",
+            "GET /x",
+            host,
+        )
+        .await
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 421"), "{host:?}: {answer}");
+        assert!(!answer.contains(VALUE), "{answer}");
+    }
+    assert_eq!(requests_seen(&mut seen), Vec::<String>::new());
+    // The same client naming the host itself, in another case, gets it.
+    let answer = exchange(
+        proxy,
+        "api.test",
+        unverified(),
+        "API.test",
+        "GET /x",
+        "Host: api.test\r\n",
+    )
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let mut head = String::new();
+    while head.is_empty() {
+        head = seen.recv().await.unwrap().to_ascii_lowercase();
+    }
+    assert!(head.contains("authorization: bearer"), "{head}");
 }
