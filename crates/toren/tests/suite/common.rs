@@ -207,3 +207,9 @@ pub(crate) fn fenced_blocks(markdown: &str) -> Vec<Fence> {
     assert!(open.is_none(), "a fence opened and never closed: {open:?}");
     blocks
 }
+
+/// A loopback port nobody listens on now.
+pub(crate) fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}

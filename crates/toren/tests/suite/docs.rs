@@ -1,5 +1,6 @@
 //! The documentation read against the code, so that it cannot drift from it: every agent
-//! file a Markdown page shows passes the real binary's `toren check`.
+//! file a Markdown page shows passes the real binary's `toren check`, and the HTTP API
+//! walkthrough works when pasted as one block.
 //!
 //! An agent file in a page is a fenced block with the info string `yaml agent` (checked as
 //! it is) or `yaml agent-excerpt` (only some keys, checked inside a minimal agent file). A
@@ -7,8 +8,10 @@
 //! a new example cannot escape the check by being unmarked.
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use super::common::{Fence, Toren, fenced_blocks, read, repo_root, text};
+use super::common::{Fence, Toren, fenced_blocks, free_port, read, repo_root, text};
 
 /// The Markdown pages people read: the repository's top level and `docs/`.
 fn pages() -> Vec<PathBuf> {
@@ -163,4 +166,115 @@ fn every_agent_file_in_the_docs_passes_toren_check() {
     // The README's opening example and reference block, SECURITY.md's excerpts, the three
     // examples and the Compose agent: a parser that finds none checks nothing.
     assert!(checked >= 8, "only {checked} agent files found");
+}
+
+/// The README's block that starts `toren serve` in the background and drives a run with
+/// curl.
+fn api_walkthrough() -> Fence {
+    let mut blocks: Vec<Fence> = fenced_blocks(&read(&repo_root().join("README.md")))
+        .into_iter()
+        .filter(|fence| fence.body.contains("toren serve &"))
+        .collect();
+    assert_eq!(blocks.len(), 1, "one walkthrough in the README: {blocks:?}");
+    blocks.remove(0)
+}
+
+#[test]
+fn the_api_walkthrough_works_when_pasted_as_one_block() {
+    // As a new user pastes it: one shell, nothing configured but a HOME of its own (the
+    // token is made in ~/.toren), run from the repository root. Only the address differs
+    // (a free port instead of 7420), and the sandbox is the local one.
+    let walkthrough = api_walkthrough();
+    let port = free_port();
+    assert!(
+        walkthrough.body.contains("127.0.0.1:7420"),
+        "the walkthrough names the default address: {}",
+        walkthrough.body
+    );
+    let script = walkthrough
+        .body
+        .replace("127.0.0.1:7420", &format!("127.0.0.1:{port}"));
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(dir.path().join("walkthrough.sh"), &script).unwrap();
+    let toren = PathBuf::from(env!("CARGO_BIN_EXE_toren"));
+    let path = format!(
+        "{}:{}",
+        toren.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let stdout = dir.path().join("stdout");
+    let stderr = dir.path().join("stderr");
+    let mut shell = Command::new("bash");
+    shell
+        .arg(dir.path().join("walkthrough.sh"))
+        .current_dir(repo_root())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &home)
+        .env("TOREN_API_ADDR", format!("127.0.0.1:{port}"))
+        .env("TOREN_SANDBOX", "local")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    std::os::unix::process::CommandExt::process_group(&mut shell, 0);
+    let mut shell = shell.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(status) = shell.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The server it left in the background, and anything else of the block's.
+    let group = format!("-{}", shell.id());
+    let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    let _ = shell.wait();
+    let out = read(&stdout);
+    let err = read(&stderr);
+    assert!(
+        status.is_some(),
+        "the walkthrough did not finish in 90 s\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    // What the block's comments say each line shows.
+    let expected_last = walkthrough
+        .body
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .and_then(|line| line.split_once('#'))
+        .map(|(_, comment)| comment.trim().to_owned())
+        .unwrap();
+    assert_eq!(
+        out.lines().rev().find(|line| !line.trim().is_empty()),
+        Some(expected_last.as_str()),
+        "the walkthrough ends with what the README says\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    // Nothing it runs complains: no failed request, and the home the server made for the
+    // token is private.
+    for complaint in ["curl: (", "open to other users"] {
+        assert!(
+            !err.contains(complaint),
+            "the walkthrough's stderr has {complaint:?}\nstdout:\n{out}\nstderr:\n{err}"
+        );
+    }
+    for shown in [
+        // the pending approval: the command it waits to run
+        "echo 'hi from the sandbox' > hi.txt",
+        // the events, to the run's end
+        "run_completed",
+        // the file it wrote
+        "hi from the sandbox\n",
+    ] {
+        assert!(
+            out.contains(shown),
+            "the walkthrough shows {shown:?}\nstdout:\n{out}\nstderr:\n{err}"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow};
@@ -118,8 +118,14 @@ fn generated(path: &Path) -> anyhow::Result<String> {
             return Ok(existing.to_owned());
         }
     }
+    // Made private, as the store makes `TOREN_HOME` when it comes first: on a fresh machine
+    // this is the first thing `toren serve` writes there.
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let mut bytes = [0u8; 24];
     fs::File::open("/dev/urandom")
