@@ -1,16 +1,18 @@
 //! Reading and validating one agent file into a [`toren_protocol::AgentSpec`].
 //!
 //! [`load_agent`] reads the file, parses it with serde-saphyr into the `raw` shape, and then
-//! checks what serde cannot: the model string, the agent name, the sandbox's variable names
-//! and the turn limit. Every failure becomes one [`Diagnostic`] at the line and column of the
-//! offending value. Finding the file by name is `lookup`'s job.
+//! checks what serde cannot: the model string (and, for `scripted/FILE`, that the script
+//! file is there), the agent name, the sandbox's variable names and the turn limit. Every
+//! failure becomes one [`Diagnostic`] at the line and column of the offending value, and
+//! the checks go on past a failure so that one pass reports every problem of the file. A
+//! YAML syntax or shape error stops the parser, so it is reported alone. Finding the file
+//! by name is `lookup`'s job.
 
-use std::path::Path;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 
 use serde_saphyr::{Location, Spanned};
-use toren_protocol::{
-    AgentSpec, ApprovalPolicy, CheckpointPolicy, OnInterrupt, ResourceLimits, SandboxSpec,
-};
+use toren_protocol::{AgentSpec, ApprovalPolicy, OnInterrupt, SandboxSpec};
 
 use crate::diagnostic::{Diagnostic, Position};
 use crate::error::{Error, Result};
@@ -35,40 +37,19 @@ fn name_help() -> String {
 /// Errors name `path` as given, with the line and column of the problem.
 /// [`AgentSpec::source`] is set to the file's canonical absolute path.
 pub fn load_agent(path: &Path) -> Result<AgentSpec> {
-    load(path).map(|loaded| loaded.spec)
+    load(path, None)
 }
 
-/// Parses and validates agent file text; `path` only names the file in errors.
-/// [`AgentSpec::source`] is left `None`.
+/// Parses and validates agent file text; `path` only names the file in errors (and a
+/// scripted model's file is not looked for). [`AgentSpec::source`] is left `None`.
 pub fn parse_agent(path: &Path, source: &str) -> Result<AgentSpec> {
-    parse(path, source).map(|(spec, _)| spec)
+    let checker = Checker::new(path, source, None, None);
+    parse(&checker)
 }
 
-/// A loaded agent with what a later check of its name needs.
-pub(crate) struct Loaded {
-    pub(crate) spec: AgentSpec,
-    text: String,
-    name_at: Location,
-}
-
-impl Loaded {
-    /// Fails unless the file's `name` is `expected` (the name it was looked up by).
-    pub(crate) fn require_name(self, path: &Path, expected: &str) -> Result<AgentSpec> {
-        if self.spec.name == expected {
-            return Ok(self.spec);
-        }
-        let message = format!(
-            "the agent in this file is named `{}`, but it was looked up as `{expected}`",
-            self.spec.name
-        );
-        let help = format!("set `name: {expected}`, or rename the file after its agent");
-        Err(invalid(
-            Diagnostic::at(path, &self.text, Some(self.name_at), message).with_help(help),
-        ))
-    }
-}
-
-pub(crate) fn load(path: &Path) -> Result<Loaded> {
+/// Reads, parses and validates the agent file at `path`; with `expected`, the file's
+/// `name` must be it (the name the file is looked up by), checked with the rest.
+pub(crate) fn load(path: &Path, expected: Option<&str>) -> Result<AgentSpec> {
     let bytes = std::fs::read(path).map_err(|cause| Error::ReadAgent {
         path: path.to_path_buf(),
         cause,
@@ -77,21 +58,21 @@ pub(crate) fn load(path: &Path) -> Result<Loaded> {
         Ok(text) => text,
         Err(error) => return Err(not_utf8(path, error.as_bytes(), error.utf8_error())),
     };
-    let (mut spec, name_at) = parse(path, &text)?;
     let absolute = std::fs::canonicalize(path).map_err(|cause| Error::ReadAgent {
         path: path.to_path_buf(),
         cause,
     })?;
+    // A scripted model's file is named relative to the agent file, as the worker reads it.
+    let agent_dir = absolute.parent();
+    let checker = Checker::new(path, &text, expected, agent_dir);
+    let mut spec = parse(&checker)?;
     spec.source = Some(absolute.display().to_string());
-    Ok(Loaded {
-        spec,
-        text,
-        name_at,
-    })
+    Ok(spec)
 }
 
-/// The validated spec and where its `name` value is.
-fn parse(path: &Path, source: &str) -> Result<(AgentSpec, Location)> {
+/// The validated spec, or every problem found.
+fn parse(checker: &Checker<'_>) -> Result<AgentSpec> {
+    let (path, source) = (checker.path, checker.source);
     let options = serde_saphyr::options! {
         // `sandbox: yes` is a string here, so it is refused instead of silently enabling.
         strict_booleans: true,
@@ -100,13 +81,13 @@ fn parse(path: &Path, source: &str) -> Result<(AgentSpec, Location)> {
     };
     let raw: RawAgent = serde_saphyr::from_str_with_options(source, options)
         .map_err(|error| invalid(yaml_errors::diagnostic(path, source, &error)))?;
-    let name_at = raw.name.referenced;
-    let spec = Checker { path, source }.agent(raw)?;
-    Ok((spec, name_at))
+    let spec = checker.agent(raw);
+    checker.finish()?;
+    Ok(spec)
 }
 
 fn invalid(diagnostic: Diagnostic) -> Error {
-    Error::InvalidAgent(Box::new(diagnostic))
+    Error::InvalidAgent(vec![diagnostic])
 }
 
 fn not_utf8(path: &Path, bytes: &[u8], error: std::str::Utf8Error) -> Error {
@@ -130,13 +111,100 @@ fn not_utf8(path: &Path, bytes: &[u8], error: std::str::Utf8Error) -> Error {
     })
 }
 
-/// Checks the raw file and builds the spec; holds what every diagnostic needs.
+/// Checks the raw file and builds the spec; holds what every diagnostic needs and the
+/// problems found so far.
+///
+/// A check that fails returns its error; the caller hands it to [`Checker::keep`], which
+/// records it and gives a stand-in value, so the checks after it still run. The spec built
+/// with stand-ins is never returned: [`Checker::finish`] fails when anything was recorded.
 pub(crate) struct Checker<'a> {
     path: &'a Path,
     source: &'a str,
+    /// The name the file must carry, when it is looked up by name.
+    expected_name: Option<&'a str>,
+    /// The agent file's directory, when the file is on disk (a script is looked for there).
+    agent_dir: Option<&'a Path>,
+    errors: RefCell<Problems>,
+}
+
+/// The problems of several checks, gathered so that one failure does not hide the next.
+#[derive(Debug, Default)]
+pub(crate) struct Problems(Vec<Diagnostic>);
+
+impl Problems {
+    pub(crate) fn add(&mut self, error: Error) {
+        match error {
+            Error::InvalidAgent(diagnostics) => self.0.extend(diagnostics),
+            // The checks build only diagnostics; anything else is shown at the file.
+            other => self.0.push(Diagnostic {
+                path: PathBuf::new(),
+                position: None,
+                message: other.to_string(),
+                help: None,
+                snippet: None,
+            }),
+        }
+    }
+
+    /// The value of a check that passed; a failed one's problems are added.
+    pub(crate) fn keep<T>(&mut self, checked: Result<T>) -> Option<T> {
+        match checked {
+            Ok(value) => Some(value),
+            Err(error) => {
+                self.add(error);
+                None
+            }
+        }
+    }
+
+    /// `value` when no problem was added, else every problem added, as one error.
+    pub(crate) fn into_result<T>(self, value: T) -> Result<T> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(Error::InvalidAgent(self.0))
+        }
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn new(
+        path: &'a Path,
+        source: &'a str,
+        expected_name: Option<&'a str>,
+        agent_dir: Option<&'a Path>,
+    ) -> Self {
+        Self {
+            path,
+            source,
+            expected_name,
+            agent_dir,
+            errors: RefCell::new(Problems::default()),
+        }
+    }
 }
 
 impl Checker<'_> {
+    /// The value of a check that passed; a failed one's problems are recorded (see the
+    /// type's docs) and `None` stands in.
+    pub(crate) fn keep<T>(&self, checked: Result<T>) -> Option<T> {
+        self.errors.borrow_mut().keep(checked)
+    }
+
+    fn record(&self, error: Error) {
+        self.errors.borrow_mut().add(error);
+    }
+
+    /// Fails with every recorded problem, in file order, if there is any.
+    fn finish(&self) -> Result<()> {
+        let mut problems = self.errors.take();
+        // Stable: problems at one position stay in the order they were found.
+        problems
+            .0
+            .sort_by_key(|d| d.position.map(|p| (p.line, p.column)));
+        problems.into_result(())
+    }
+
     pub(crate) fn error(&self, at: Location, message: impl Into<String>) -> Error {
         invalid(Diagnostic::at(self.path, self.source, Some(at), message))
     }
@@ -150,33 +218,40 @@ impl Checker<'_> {
         invalid(Diagnostic::at(self.path, self.source, Some(at), message).with_help(help))
     }
 
-    fn agent(&self, raw: RawAgent) -> Result<AgentSpec> {
-        self.name(&raw.name)?;
-        self.model(&raw.model)?;
+    /// The spec; meaningful only when nothing was recorded (see [`Checker::finish`]).
+    fn agent(&self, raw: RawAgent) -> AgentSpec {
+        if self.keep(self.name(&raw.name)).is_some() {
+            self.keep(self.expected_name(&raw.name));
+        }
+        if self.keep(self.model(&raw.model)).is_some() {
+            self.keep(self.script(&raw.model));
+        }
         let instructions = match raw.instructions {
             Some(text) if text.value.trim().is_empty() => {
-                return Err(self.error_with_help(
+                self.record(self.error_with_help(
                     text.referenced,
                     "`instructions` is empty",
                     "write the agent's instructions, or remove the key to use Toren's default",
                 ));
+                None
             }
             other => other.map(|text| text.value),
         };
-        let sandbox = match raw.sandbox {
-            None => None,
-            Some(sandbox) => self.sandbox(sandbox)?,
-        };
-        let max_turns = match raw.max_turns {
-            None => AgentSpec::DEFAULT_MAX_TURNS,
-            Some(count) => self.max_turns(count)?,
-        };
-        let context_tokens = match raw.context_tokens {
-            None => None,
-            Some(count) => Some(self.context_tokens(count)?),
-        };
-        let budget = self.budget(raw.budget, raw.pricing, &raw.model.value)?;
-        Ok(AgentSpec {
+        let sandbox = raw
+            .sandbox
+            .and_then(|sandbox| self.keep(self.sandbox(sandbox)))
+            .flatten();
+        let max_turns = raw
+            .max_turns
+            .and_then(|count| self.keep(self.max_turns(count)))
+            .unwrap_or(AgentSpec::DEFAULT_MAX_TURNS);
+        let context_tokens = raw
+            .context_tokens
+            .and_then(|count| self.keep(self.context_tokens(count)));
+        let budget = self
+            .keep(self.budget(raw.budget, raw.pricing, &raw.model.value))
+            .flatten();
+        AgentSpec {
             name: raw.name.value,
             model: raw.model.value,
             instructions,
@@ -185,7 +260,45 @@ impl Checker<'_> {
             context_tokens,
             budget,
             source: None,
-        })
+        }
+    }
+
+    /// Fails unless the file's `name` is the name it is looked up by, if it is looked up so.
+    fn expected_name(&self, name: &Spanned<String>) -> Result<()> {
+        match self.expected_name {
+            Some(expected) if name.value != expected => Err(self.error_with_help(
+                name.referenced,
+                format!(
+                    "the agent in this file is named `{}`, but it was looked up as `{expected}`",
+                    name.value
+                ),
+                format!("set `name: {expected}`, or rename the file after its agent"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// For `scripted/FILE`, fails unless FILE is a file beside the agent file (where the
+    /// worker reads it). Whether it is a valid script is the model crate's to say.
+    fn script(&self, model: &Spanned<String>) -> Result<()> {
+        let (Some(dir), Some(file)) = (self.agent_dir, model.value.strip_prefix("scripted/"))
+        else {
+            return Ok(());
+        };
+        let script = dir.join(file);
+        if script.is_file() {
+            return Ok(());
+        }
+        let found = if script.exists() {
+            "is not a file"
+        } else {
+            "does not exist"
+        };
+        Err(self.error_with_help(
+            model.referenced,
+            format!("the scripted model's file {} {found}", script.display()),
+            "a scripted model is `scripted/FILE`, FILE relative to the agent file's directory",
+        ))
     }
 
     fn name(&self, name: &Spanned<String>) -> Result<()> {
@@ -262,20 +375,22 @@ impl Checker<'_> {
     fn sandbox_mapping(&self, mapping: RawSandboxMapping) -> Result<SandboxSpec> {
         let image = match mapping.image {
             Some(image) if image.value.trim().is_empty() => {
-                return Err(self.error_with_help(
+                self.record(self.error_with_help(
                     image.referenced,
                     "`image` is empty",
                     "name an image, or remove the key to use the backend's default image",
                 ));
+                None
             }
             Some(image) if image.value.chars().any(char::is_control) => {
-                return Err(self.error(
+                self.record(self.error(
                     image.referenced,
                     format!(
                         "`image` must not contain control characters, found {:?}",
                         image.value
                     ),
                 ));
+                None
             }
             other => other.map(|image| image.value),
         };
@@ -285,10 +400,11 @@ impl Checker<'_> {
                 "always" => ApprovalPolicy::Always,
                 "never" => ApprovalPolicy::Never,
                 other => {
-                    return Err(self.error(
+                    self.record(self.error(
                         approval.referenced,
                         format!("`approval` must be `always` or `never`, found `{other}`"),
                     ));
+                    ApprovalPolicy::default()
                 }
             },
         };
@@ -298,34 +414,41 @@ impl Checker<'_> {
                 "rerun" => OnInterrupt::Rerun,
                 "ask" => OnInterrupt::Ask,
                 other => {
-                    return Err(self.error_with_help(
+                    self.record(self.error_with_help(
                         on_interrupt.referenced,
                         format!("`on_interrupt` must be `rerun` or `ask`, found `{other}`"),
                         "`rerun` runs a bash call interrupted mid-command again on resume (at-least-once); \
                          `ask` has a human approve it first",
                     ));
+                    OnInterrupt::default()
                 }
             },
         };
-        let (network, mut egress) = match mapping.network {
-            None => (false, None),
-            Some(network) => self.network(network)?,
+        let network = match mapping.network {
+            None => Some((false, None)),
+            Some(network) => self.keep(self.network(network)),
         };
-        let env = self.env(mapping.env.unwrap_or_default())?;
-        if let Some(secrets) = mapping.secrets {
-            let rules = self.secrets(secrets, egress.as_ref(), &env)?;
-            if let Some(egress) = egress.as_mut() {
-                egress.secrets = rules;
+        let env = self.env(mapping.env.unwrap_or_default());
+        // Secrets are checked against the host list, so not when the list itself is wrong.
+        let (network, egress) = match (network, mapping.secrets) {
+            (Some((network, mut egress)), Some(secrets)) => {
+                let rules = self.keep(self.secrets(secrets, egress.as_ref(), &env));
+                if let (Some(egress), Some(rules)) = (egress.as_mut(), rules) {
+                    egress.secrets = rules;
+                }
+                (network, egress)
             }
-        }
-        let limits = match mapping.limits {
-            None => ResourceLimits::default(),
-            Some(limits) => self.limits(limits)?,
+            (Some(network), None) => network,
+            (None, _) => (false, None),
         };
-        let checkpoints = match mapping.checkpoints {
-            None => CheckpointPolicy::default(),
-            Some(checkpoints) => self.checkpoints(checkpoints)?,
-        };
+        let limits = mapping
+            .limits
+            .and_then(|limits| self.keep(self.limits(limits)))
+            .unwrap_or_default();
+        let checkpoints = mapping
+            .checkpoints
+            .and_then(|checkpoints| self.keep(self.checkpoints(checkpoints)))
+            .unwrap_or_default();
         Ok(SandboxSpec {
             image,
             network,
@@ -338,9 +461,20 @@ impl Checker<'_> {
         })
     }
 
-    fn env(&self, names: Vec<Spanned<String>>) -> Result<Vec<String>> {
+    /// The granted names; each bad one is recorded and left out.
+    fn env(&self, names: Vec<Spanned<String>>) -> Vec<String> {
         let mut seen: Vec<&Spanned<String>> = Vec::with_capacity(names.len());
         for name in &names {
+            if self.keep(self.env_name(name, &seen)).is_some() {
+                seen.push(name);
+            }
+        }
+        seen.into_iter().map(|name| name.value.clone()).collect()
+    }
+
+    /// Fails unless `name` may be granted and is not among the names `seen` before it.
+    fn env_name(&self, name: &Spanned<String>, seen: &[&Spanned<String>]) -> Result<()> {
+        {
             let value = name.value.as_str();
             if !is_env_name(value) {
                 return Err(self.error_with_help(
@@ -372,9 +506,8 @@ impl Checker<'_> {
                     ),
                 ));
             }
-            seen.push(name);
         }
-        Ok(names.into_iter().map(|name| name.value).collect())
+        Ok(())
     }
 
     fn max_turns(&self, count: Spanned<RawCount>) -> Result<u32> {

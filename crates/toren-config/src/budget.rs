@@ -13,7 +13,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 use toren_protocol::{Budget, BudgetLimits, Pricing, Usd};
 
-use crate::agent_file::Checker;
+use crate::agent_file::{Checker, Problems};
 use crate::error::Result;
 use crate::raw::{Found, RawCount, RawSize};
 
@@ -117,28 +117,29 @@ impl Checker<'_> {
         if budget.is_none() && pricing.is_none() {
             return Ok(None);
         }
-        let pricing = match pricing {
-            None => None,
-            Some(pricing) => Some(self.pricing(pricing)?),
-        };
+        // Each key is checked even when another is wrong, so all are reported at once.
+        let mut problems = Problems::default();
+        let priced = pricing.is_some();
+        let pricing = pricing.and_then(|pricing| problems.keep(self.pricing(pricing)));
         let mut limits = BudgetLimits::default();
         if let Some(budget) = budget {
             let RawBudget { tokens, usd, wall } = budget.value;
             if tokens.is_none() && usd.is_none() && wall.is_none() {
-                return Err(self.error_with_help(
+                problems.add(self.error_with_help(
                     budget.referenced,
                     "`budget` sets no limit",
                     BUDGET_HELP,
                 ));
             }
             if let Some(tokens) = tokens {
-                limits.tokens = Some(self.tokens(tokens)?);
+                limits.tokens = problems.keep(self.tokens(tokens));
             }
             if let Some(usd) = usd {
                 let at = usd.referenced;
-                limits.usd = Some(self.money("budget.usd", usd, BUDGET_HELP)?);
-                if pricing.is_none() && toren_protocol::known_pricing(model).is_none() {
-                    return Err(self.error_with_help(
+                limits.usd = problems.keep(self.money("budget.usd", usd, BUDGET_HELP));
+                // Prices written but wrong are reported at `pricing`; not again here.
+                if !priced && toren_protocol::known_pricing(model).is_none() {
+                    problems.add(self.error_with_help(
                         at,
                         format!(
                             "a `usd` budget needs the model's prices, and Toren knows none \
@@ -149,10 +150,10 @@ impl Checker<'_> {
                 }
             }
             if let Some(wall) = wall {
-                limits.wall_secs = Some(self.wall(wall)?);
+                limits.wall_secs = problems.keep(self.wall(wall));
             }
         }
-        Ok(Some(Budget { limits, pricing }))
+        problems.into_result(Some(Budget { limits, pricing }))
     }
 
     fn pricing(&self, pricing: Spanned<RawPricing>) -> Result<Pricing> {
@@ -169,17 +170,21 @@ impl Checker<'_> {
                 PRICING_HELP,
             ));
         };
-        let input = self.money("pricing.input", input, PRICING_HELP)?;
-        let output = self.money("pricing.output", output, PRICING_HELP)?;
-        let or_input = |price: Option<Spanned<RawMoney>>, key: &str| match price {
-            None => Ok(input),
-            Some(price) => self.money(key, price, PRICING_HELP),
+        let mut problems = Problems::default();
+        let mut price = |key: &str, money: Spanned<RawMoney>| {
+            problems
+                .keep(self.money(key, money, PRICING_HELP))
+                .unwrap_or_default()
         };
-        Ok(Pricing {
+        let input = price("pricing.input", input);
+        let output = price("pricing.output", output);
+        let cache_read = cache_read.map_or(input, |money| price("pricing.cache_read", money));
+        let cache_write = cache_write.map_or(input, |money| price("pricing.cache_write", money));
+        problems.into_result(Pricing {
             input,
             output,
-            cache_read: or_input(cache_read, "pricing.cache_read")?,
-            cache_write: or_input(cache_write, "pricing.cache_write")?,
+            cache_read,
+            cache_write,
         })
     }
 

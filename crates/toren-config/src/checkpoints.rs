@@ -8,7 +8,7 @@
 use serde_saphyr::Spanned;
 use toren_protocol::CheckpointPolicy;
 
-use crate::agent_file::Checker;
+use crate::agent_file::{Checker, Problems};
 use crate::error::Result;
 use crate::raw::RawCheckpoints;
 
@@ -36,32 +36,33 @@ impl Checker<'_> {
                 ));
             }
         };
+        // Every pattern and `keep` are checked even when one is wrong.
+        let mut problems = Problems::default();
         let mut exclude = Vec::new();
         for pattern in mapping.exclude.unwrap_or_default() {
             if let Err(e) = toren_checkpoint::Exclude::new(&[pattern.value.as_str()]) {
-                return Err(self.error_with_help(
+                problems.add(self.error_with_help(
                     pattern.referenced,
                     e.to_string(),
                     "a pattern is gitignore-like: `node_modules/` (a directory anywhere), \
                      `*.log` (a file name anywhere), `build/out` (a path from the workspace)",
                 ));
-            }
-            if exclude.contains(&pattern.value) {
-                return Err(self.error(
+            } else if exclude.contains(&pattern.value) {
+                problems.add(self.error(
                     pattern.referenced,
                     format!("`{}` is listed twice in `exclude`", pattern.value),
                 ));
+            } else {
+                exclude.push(pattern.value);
             }
-            exclude.push(pattern.value);
         }
-        let keep = match mapping.keep {
-            None => CheckpointPolicy::DEFAULT_KEEP,
-            Some(keep) => {
-                let n = self.count("keep", keep, 1, MAX_CHECKPOINTS_KEPT)?;
+        let keep = mapping
+            .keep
+            .and_then(|keep| problems.keep(self.count("keep", keep, 1, MAX_CHECKPOINTS_KEPT)))
+            .map_or(CheckpointPolicy::DEFAULT_KEEP, |n| {
                 u32::try_from(n).unwrap_or(CheckpointPolicy::DEFAULT_KEEP)
-            }
-        };
-        Ok(CheckpointPolicy {
+            });
+        problems.into_result(CheckpointPolicy {
             enabled: true,
             exclude,
             keep,

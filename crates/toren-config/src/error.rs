@@ -1,8 +1,8 @@
 //! The crate's one error type: what can go wrong reading agent files and settings.
 //!
 //! Each variant's `Display` is the complete message a person reads, including what to do;
-//! an invalid agent file displays as its [`Diagnostic`] (`file:line:col: error: ...` plus
-//! the source snippet).
+//! an invalid agent file displays as its [`Diagnostic`]s (`file:line:col: error: ...` plus
+//! the source snippet), every problem found in the file, in the order of the file.
 
 use std::fmt::Write as _;
 use std::io;
@@ -14,9 +14,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The agent file was read but is not a valid agent.
-    #[error("{0}")]
-    InvalidAgent(Box<Diagnostic>),
+    /// The agent file was read but is not a valid agent: every problem found, in the order
+    /// of their positions in the file (never empty).
+    #[error("{}", show_all(.0))]
+    InvalidAgent(Vec<Diagnostic>),
 
     #[error("{}: error: cannot read the agent file: {cause}", path.display())]
     ReadAgent { path: PathBuf, cause: io::Error },
@@ -67,10 +68,16 @@ pub enum Error {
 }
 
 impl Error {
-    /// The file:line:col diagnostic, when the error is about an agent file's content.
+    /// The first file:line:col diagnostic, when the error is about an agent file's content.
     pub fn diagnostic(&self) -> Option<&Diagnostic> {
+        self.diagnostics().first()
+    }
+
+    /// Every file:line:col diagnostic of an invalid agent file, in file order; empty when
+    /// the error is not about a file's content.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
         match self {
-            Self::InvalidAgent(diagnostic) => Some(diagnostic),
+            Self::InvalidAgent(diagnostics) => diagnostics,
             Self::ReadAgent { .. }
             | Self::AgentNotFound { .. }
             | Self::InvalidAgentName { .. }
@@ -78,7 +85,7 @@ impl Error {
             | Self::ListAgents { .. }
             | Self::NoHome
             | Self::InvalidSetting { .. }
-            | Self::SandboxUnavailable { .. } => None,
+            | Self::SandboxUnavailable { .. } => &[],
         }
     }
 
@@ -95,6 +102,12 @@ impl Error {
             | Self::ListAgents { .. } => false,
         }
     }
+}
+
+/// Each diagnostic in turn, a blank line between two (each may span several lines).
+fn show_all(diagnostics: &[Diagnostic]) -> String {
+    let shown: Vec<String> = diagnostics.iter().map(Diagnostic::to_string).collect();
+    shown.join("\n\n")
 }
 
 fn list_paths(paths: &[PathBuf]) -> String {

@@ -6,7 +6,7 @@
 use serde_saphyr::Spanned;
 use toren_protocol::ResourceLimits;
 
-use crate::agent_file::Checker;
+use crate::agent_file::{Checker, Problems};
 use crate::error::Result;
 use crate::raw::{RawCount, RawLimits, RawLimitsMapping, RawSize};
 
@@ -59,24 +59,29 @@ impl Checker<'_> {
             cpu_secs,
         } = mapping;
         let defaults = ResourceLimits::default();
-        Ok(ResourceLimits {
-            memory: match memory {
-                None => defaults.memory,
-                Some(memory) => self.memory(memory)?,
-            },
-            pids: match pids {
-                None => defaults.pids,
-                Some(pids) => {
-                    let value =
-                        self.count("pids", pids, u64::from(MIN_PIDS), u64::from(MAX_PIDS))?;
+        // Each key is checked even when another is wrong, so all are reported at once.
+        let mut problems = Problems::default();
+        let limits = ResourceLimits {
+            memory: memory
+                .and_then(|memory| problems.keep(self.memory(memory)))
+                .unwrap_or(defaults.memory),
+            pids: pids
+                .and_then(|pids| {
+                    problems.keep(self.count(
+                        "pids",
+                        pids,
+                        u64::from(MIN_PIDS),
+                        u64::from(MAX_PIDS),
+                    ))
+                })
+                .map_or(defaults.pids, |value| {
                     u32::try_from(value).unwrap_or(MAX_PIDS)
-                }
-            },
-            cpu_secs: match cpu_secs {
-                None => defaults.cpu_secs,
-                Some(secs) => self.count("cpu_secs", secs, 1, MAX_CPU_SECS)?,
-            },
-        })
+                }),
+            cpu_secs: cpu_secs
+                .and_then(|secs| problems.keep(self.count("cpu_secs", secs, 1, MAX_CPU_SECS)))
+                .unwrap_or(defaults.cpu_secs),
+        };
+        problems.into_result(limits)
     }
 
     fn memory(&self, memory: Spanned<RawSize>) -> Result<u64> {

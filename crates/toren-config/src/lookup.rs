@@ -80,7 +80,7 @@ impl AgentRef {
     pub fn load(&self) -> Result<AgentSpec> {
         match self {
             Self::Path(path) => agent_file::load_agent(path),
-            Self::Named { name, path } => agent_file::load(path)?.require_name(path, name),
+            Self::Named { name, path } => agent_file::load(path, Some(name)),
         }
     }
 }

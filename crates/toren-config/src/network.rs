@@ -7,7 +7,7 @@
 use serde_saphyr::Spanned;
 use toren_protocol::{EgressPolicy, HostPattern};
 
-use crate::agent_file::Checker;
+use crate::agent_file::{Checker, Problems};
 use crate::error::Result;
 use crate::raw::RawNetwork;
 
@@ -74,9 +74,25 @@ impl Checker<'_> {
         }
     }
 
+    /// The hosts' patterns; fails after checking them all, if any is bad.
     fn hosts(&self, hosts: Vec<Spanned<String>>) -> Result<Vec<HostPattern>> {
         let mut patterns: Vec<(HostPattern, &Spanned<String>)> = Vec::with_capacity(hosts.len());
+        let mut problems = Problems::default();
         for host in &hosts {
+            if let Some(pattern) = problems.keep(self.host(host, &patterns)) {
+                patterns.push((pattern, host));
+            }
+        }
+        problems.into_result(patterns.into_iter().map(|(pattern, _)| pattern).collect())
+    }
+
+    /// `host`'s pattern, unless it is bad or among the `earlier` ones.
+    fn host(
+        &self,
+        host: &Spanned<String>,
+        patterns: &[(HostPattern, &Spanned<String>)],
+    ) -> Result<HostPattern> {
+        {
             let pattern = HostPattern::parse(&host.value).map_err(|why| {
                 self.error_with_help(
                     host.referenced,
@@ -96,8 +112,7 @@ impl Checker<'_> {
                     ),
                 ));
             }
-            patterns.push((pattern, host));
+            Ok(pattern)
         }
-        Ok(patterns.into_iter().map(|(pattern, _)| pattern).collect())
     }
 }

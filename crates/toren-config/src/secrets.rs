@@ -23,7 +23,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_saphyr::Spanned;
 use toren_protocol::{EgressPolicy, HostPattern, HostVerdict, SECRET_PLACEHOLDER, SecretRule};
 
-use crate::agent_file::{Checker, is_env_name};
+use crate::agent_file::{Checker, Problems, is_env_name};
 use crate::env_vars;
 use crate::error::Result;
 
@@ -97,11 +97,13 @@ impl Checker<'_> {
                 "e.g. `network: [api.github.com]` beside the secret for api.github.com",
             ));
         };
+        // Every secret is checked even when one is wrong.
+        let mut problems = Problems::default();
         let mut rules: Vec<SecretRule> = Vec::with_capacity(raw.value.0.len());
         for (name, rule) in raw.value.0 {
-            rules.push(self.secret(&name, rule, egress, env)?);
+            rules.extend(problems.keep(self.secret(&name, rule, egress, env)));
         }
-        Ok(rules)
+        problems.into_result(rules)
     }
 
     fn secret(

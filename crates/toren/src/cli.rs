@@ -63,7 +63,8 @@ pub(crate) enum Command {
     Cancel(CancelArgs),
     /// Raise the budget of a run paused at it (`awaiting_budget`); it goes on from there.
     Budget(BudgetArgs),
-    /// Validate agent files; exits non-zero if any has an error.
+    /// Validate agent files as `toren run` loads them, reporting every error of each file;
+    /// exits non-zero if any has an error.
     Check(CheckArgs),
     /// The docker backend's containers and their reaper.
     #[command(subcommand)]
@@ -385,6 +386,7 @@ pub(crate) struct DenyArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct CheckArgs {
-    /// Agent files or agent names; default: every agent in $TOREN_AGENTS.
+    /// Agent files, agent names, or directories (every agent file in them); default:
+    /// every agent in $TOREN_AGENTS.
     pub(crate) paths: Vec<String>,
 }

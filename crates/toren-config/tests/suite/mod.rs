@@ -2,6 +2,7 @@ mod agent_errors;
 mod agent_files;
 mod budget;
 mod common;
+mod every_error;
 mod fuzz_agent_file;
 mod lookup;
 mod network;

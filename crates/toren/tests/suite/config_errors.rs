@@ -124,3 +124,77 @@ fn a_sandbox_agent_fails_fast_when_sandboxes_are_disabled() {
     let out = toren.run(&["run", "b", "--input", "hi"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn check_reports_every_error_of_every_file_in_a_directory() {
+    let toren = Toren::new();
+    let dir = toren.dir.path().join("mine");
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+    };
+    // Two problems in one file: both are reported, each at its line and column.
+    write(
+        "two.yaml",
+        "name: two\nmodel: anthropic/m\nmax_turns: 0\nsandbox:\n  approval: sometimes\n",
+    );
+    // Found by its file name, so it must carry that name (as `toren run NAME` demands).
+    write("named.yaml", "name: other\nmodel: anthropic/m\n");
+    // What `toren run` would fail on: a script that is not there, or not a script.
+    write(
+        "absent.yaml",
+        "name: absent\nmodel: scripted/scripts/none.yaml\n",
+    );
+    write(
+        "broken.yaml",
+        "name: broken\nmodel: scripted/scripts/broken.yaml\n",
+    );
+    write("scripts/broken.yaml", "turns: 5\n");
+    // Right, though this machine has no key for its model: a warning, not an error.
+    write(
+        "good/agent.yaml",
+        "name: good\nmodel: anthropic/claude-sonnet-5\n",
+    );
+
+    let out = toren.run(&["check", &dir.display().to_string()]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let at = |file: &str| format!("{}:", dir.join(file).display());
+    for expected in [
+        format!("{}3:12: error: `max_turns`", at("two.yaml")),
+        format!("{}5:13: error: `approval`", at("two.yaml")),
+        format!(
+            "{}1:7: error: the agent in this file is named `other`",
+            at("named.yaml")
+        ),
+        format!("{}2:8: error: the scripted model's file", at("absent.yaml")),
+        format!("{} error: scripted model file", at("broken.yaml")),
+        format!("ok: {}", dir.join("good/agent.yaml").display()),
+        "4 of 5 agent files have errors".to_owned(),
+    ] {
+        assert!(
+            stderr.contains(&expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("warning: ") && stderr.contains("ANTHROPIC_API_KEY"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "verdicts are for people: stderr");
+
+    // A file given by its path may carry any name, as `toren run PATH` allows.
+    let out = toren.run(&["check", &dir.join("named.yaml").display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let empty = toren.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = toren.run(&["check", &empty.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no agent files in"),
+        "{}",
+        text(&out.stderr)
+    );
+}
