@@ -61,7 +61,8 @@ pub(crate) enum Command {
     Deny(DenyArgs),
     /// Cancel a run: a running command is stopped and the run cannot be resumed.
     Cancel(CancelArgs),
-    /// Raise the budget of a run paused at it (`awaiting_budget`); it goes on from there.
+    /// Raise the budget of a run paused at it (`awaiting_budget`); the process that drives
+    /// it goes on from there (when none does, `toren resume` it).
     Budget(BudgetArgs),
     /// Validate agent files as `toren run` loads them, reporting every error of each file;
     /// exits non-zero if any has an error.

@@ -1,11 +1,13 @@
 //! `toren budget RUN [--add-tokens N] [--add-usd D] [--add-wall 30m]`: raise the budget of
 //! a run paused at it, from any terminal, through the run service. The run is claimable
 //! again at once; the process that drives it (a waiting `toren run`, a pool) resumes it
-//! from the model call it was about to make.
+//! from the model call it was about to make. When that process is gone, the command says
+//! so and how to continue the run (`toren resume`), rather than promise it goes on.
 
 use anyhow::anyhow;
 use toren_protocol::Usd;
-use toren_runtime::{Actor, BudgetRaise};
+use toren_runtime::{Actor, BudgetRaise, RunService};
+use toren_store::RunSummary;
 
 use crate::cli::BudgetArgs;
 use crate::commands::resolve_run;
@@ -51,10 +53,31 @@ pub(crate) async fn budget(args: &BudgetArgs) -> Result<u8, Failure> {
         .raise_budget(&run_id, raise, &actor)
         .await
         .map_err(|e| Failure::failed(anyhow!(e)))?;
-    {
-        eprintln!("raised the budget of run {run_id}; it goes on from where it paused");
-    }
+    let summary = service.summary(&run_id).await.map_err(Failure::failed)?;
+    eprintln!(
+        "raised the budget of run {run_id}; {}",
+        after_raise(&service, &summary).await
+    );
     Ok(0)
+}
+
+/// What happens to a run whose budget was just raised: the process that waited goes on, or
+/// (nobody drives it: that process is gone) it waits for a worker or `toren resume`.
+async fn after_raise(service: &RunService, run: &RunSummary) -> String {
+    let id = &run.id;
+    if !RunService::is_resumable(run) {
+        return "the process that drives it goes on from where it paused".to_owned();
+    }
+    // Without a worker registry there are no workers to wait for.
+    let workers = service.live_workers().await.unwrap_or_default();
+    if workers.is_empty() {
+        format!("no process drives it: continue it with `toren resume {id}`")
+    } else {
+        format!(
+            "no process drives it now: a worker claims it when one is free (`toren workers \
+             list`), or continue it here with `toren resume {id}`"
+        )
+    }
 }
 
 /// `1,234 tokens, $0.0123, 1m 3s active`: what a run has spent (the dollars only when the

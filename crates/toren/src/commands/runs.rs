@@ -3,6 +3,7 @@
 //! output has such characters `\u`-escaped, the same data.
 
 use serde_json::json;
+use toren_config::{QueueChoice, Settings};
 use toren_display::{escape_json, visible, visible_lines};
 use toren_protocol::Usage;
 use toren_runtime::RunService;
@@ -18,6 +19,17 @@ mod network;
 /// Whether nobody drives the run and `toren resume` would continue it.
 fn resumable(run: &RunSummary) -> bool {
     RunService::is_resumable(run)
+}
+
+/// Whether this installation runs workers: one is alive, volumes are named
+/// (`TOREN_WORKSPACE_VOLUME`), or runs queue in Postgres for a fleet.
+async fn workers_in_use(service: &RunService, settings: &Settings) -> bool {
+    settings.workspace_volume.is_some()
+        || settings.queue == QueueChoice::Postgres
+        || service
+            .live_workers()
+            .await
+            .is_ok_and(|workers| !workers.is_empty())
 }
 
 fn summary_json(run: &RunSummary) -> serde_json::Value {
@@ -73,7 +85,8 @@ pub(crate) async fn list(as_json: bool, limit: u32) -> Result<u8, Failure> {
 }
 
 pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
-    let service = wiring::service().await?;
+    let settings = wiring::settings()?;
+    let service = wiring::service_for(&settings).await?;
     let run_id = resolve_run(&service, run).await?;
     let view = service.get(&run_id).await.map_err(Failure::failed)?;
     let unserved = service
@@ -190,10 +203,15 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
             visible(&origin.describe(&sandbox.backend, &sandbox.instance))
         );
     }
-    if let Some(volume) = state.policy.as_ref().and_then(|p| p.volume.as_ref()) {
+    // A run is pinned to a workspace volume whether or not workers exist; the volume is
+    // news only to someone who runs workers, so it is shown to them alone.
+    let volumes_matter = workers_in_use(&service, &settings).await;
+    if let Some(volume) = state.policy.as_ref().and_then(|p| p.volume.as_ref())
+        && volumes_matter
+    {
         println!("volume     {}", visible(volume));
     }
-    if let Some(volume) = &unserved {
+    if let Some(volume) = unserved.as_ref().filter(|_| volumes_matter) {
         println!(
             "waiting    for a worker of volume {}: no live worker serves it (see `toren \
              workers list`; a worker serves the volume TOREN_WORKSPACE_VOLUME names)",

@@ -116,3 +116,46 @@ fn a_run_paused_at_its_token_budget_is_raised_from_another_process_and_completes
     let out = toren.run(&["budget", &run, "--add-tokens", "5"]);
     assert_ne!(out.status.code(), Some(0));
 }
+
+#[test]
+fn a_budget_raised_while_nobody_drives_the_run_says_to_resume_it() {
+    let fake =
+        FakeAnthropic::start([answer("toolu_a", 1_200, 30), Reply::text("all read")]).unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url())
+        .env("TOREN_APPROVAL_POLL", "50ms");
+    toren.agent(
+        "spender",
+        "name: spender\nmodel: anthropic/claude-haiku-4-5\nsandbox:\n  approval: never\n\
+         budget: {tokens: 1000}\n",
+    );
+    let mut child = toren.spawn(&["run", "spender", "--input", "look"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_budget");
+    // The process that waited for the raise is gone: nothing will go on by itself.
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // A CLI user without workers is not told about workspace volumes.
+    let human = text(&toren.run(&["runs", "show", &run]).stdout);
+    assert!(!human.contains("volume"), "{human}");
+
+    let out = toren.run(&["budget", &run, "--add-tokens", "10000"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("no process drives it") && stderr.contains(&format!("toren resume {run}")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("goes on from where it paused"), "{stderr}");
+    assert_eq!(toren.show(&run)["status"], "running", "raised, not driven");
+
+    let out = toren.run(&["resume", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("all read"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(fake.requests().len(), 2, "each model call once");
+}
