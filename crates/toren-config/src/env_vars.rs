@@ -77,9 +77,11 @@ pub const TOREN_DOWNLOADS: EnvVar = EnvVar {
 
 pub const TOREN_EXEC_HELPER: EnvVar = EnvVar {
     name: "TOREN_EXEC_HELPER",
-    default: Some("toren-exec beside the toren binary"),
-    description: "The static `toren-exec` helper the docker backend runs as each container's \
-                  PID 1 (`scripts/build-exec-helper` builds it and prints its path).",
+    default: Some("the static build of this tree, else toren-exec beside the toren binary"),
+    description: "The static `toren-exec` helper: PID 1 of each docker container and of the \
+                  local backend's kept sandboxes (`scripts/build-exec-helper` builds it and \
+                  prints its path; without it the local backend starts a fresh bubblewrap per \
+                  command).",
     secret: false,
 };
 
@@ -196,7 +198,7 @@ pub const OLLAMA_HOST: EnvVar = EnvVar {
 pub const HOME: EnvVar = EnvVar {
     name: "HOME",
     default: None,
-    description: "The user's home directory; only used for the default of `TOREN_HOME`.",
+    description: "The user's home: the defaults of `TOREN_HOME` and `TOREN_DOWNLOADS`.",
     secret: false,
 };
 

@@ -1,6 +1,11 @@
 //! The documentation read against the code, so that it cannot drift from it: every agent
-//! file a Markdown page shows passes the real binary's `toren check`, and the HTTP API
-//! walkthrough works when pasted as one block.
+//! file a Markdown page shows passes the real binary's `toren check`, the HTTP API
+//! walkthrough works when pasted as one block, every environment variable a page names is
+//! one something in the repository reads, every variable Toren reads is in the README's
+//! configuration table with the default it has, every file a page names is there, every
+//! API route a page names is one the server serves (and the README's table lists them
+//! all), and ARCHITECTURE.md maps every crate. What a test cannot read (a sentence that
+//! says a feature is missing when it is there) is left to review.
 //!
 //! An agent file in a page is a fenced block with the info string `yaml agent` (checked as
 //! it is) or `yaml agent-excerpt` (only some keys, checked inside a minimal agent file). A
@@ -277,4 +282,343 @@ fn the_api_walkthrough_works_when_pasted_as_one_block() {
             "the walkthrough shows {shown:?}\nstdout:\n{out}\nstderr:\n{err}"
         );
     }
+}
+
+/// Variables the docs name that are not Toren's settings, each with a file of the
+/// repository that reads it (which must name it) or, for another program's, `None`.
+const NOT_SETTINGS: &[(&str, Option<&str>)] = &[
+    // The Compose tier's `.env`, read by its compose file.
+    ("TOREN_PORT", Some("deploy/compose/compose.yaml")),
+    ("TOREN_AGENTS_DIR", Some("deploy/compose/compose.yaml")),
+    ("TOREN_POSTGRES_IMAGE", Some("deploy/compose/compose.yaml")),
+    // Knobs of the test suites.
+    (
+        "TOREN_CHAOS_KILLS",
+        Some("crates/toren/tests/suite/chaos.rs"),
+    ),
+    (
+        "TOREN_UPDATE_OPENAPI",
+        Some("crates/toren-server/tests/openapi.rs"),
+    ),
+    // Ollama's own: its server's context length.
+    ("OLLAMA_CONTEXT_LENGTH", None),
+];
+
+/// The prefixes of the variables Toren and the programs it talks to read.
+const PREFIXES: &[&str] = &[
+    "TOREN_",
+    "E2B_",
+    "TELEGRAM_",
+    "ANTHROPIC_",
+    "OPENAI_",
+    "OLLAMA_",
+    "DOCKER_",
+    "AWS_",
+];
+
+/// Every word of `text` that is a variable name with one of [`PREFIXES`], with its line.
+fn variables_named(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let words =
+            line.split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'));
+        for word in words {
+            let word = word.trim_end_matches('_');
+            if PREFIXES
+                .iter()
+                .any(|p| word.starts_with(p) && word.len() > p.len())
+            {
+                found.push((index + 1, word.to_owned()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_variable_the_docs_name_is_read_by_something() {
+    let mut unknown = Vec::new();
+    for page in pages() {
+        for (line, name) in variables_named(&read(&page)) {
+            if toren_config::env_vars::lookup(&name).is_some() {
+                continue;
+            }
+            match NOT_SETTINGS.iter().find(|(n, _)| *n == name) {
+                Some((_, None)) => {}
+                Some((_, Some(file))) => {
+                    assert!(
+                        read(&repo_root().join(file)).contains(&name),
+                        "{file} no longer reads {name}: take it out of NOT_SETTINGS"
+                    );
+                }
+                None => unknown.push(format!("{}:{line}: {name}", shown(&page))),
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "variables the docs name that nothing reads (a setting Toren does not have, or a \
+         misspelling):\n{}",
+        unknown.join("\n")
+    );
+}
+
+/// A row of the README's configuration table: the variables it names and its default.
+struct Row {
+    names: Vec<String>,
+    default: String,
+}
+
+fn configuration_rows(readme: &str) -> Vec<Row> {
+    let section = readme
+        .split("\n## Configuration\n")
+        .nth(1)
+        .expect("the README has a Configuration section");
+    let section = section.split("\n## ").next().unwrap();
+    let rows: Vec<Row> = section
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|row| {
+            let mut cells = row.trim_start_matches("| ").split(" | ");
+            let names = cells.next().unwrap_or_default();
+            Row {
+                names: names
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_owned)
+                    .collect(),
+                default: cells.next().unwrap_or_default().to_owned(),
+            }
+        })
+        .collect();
+    assert!(
+        rows.len() > 20,
+        "read the configuration table: {} rows",
+        rows.len()
+    );
+    rows
+}
+
+/// The names in the first column of the README's configuration table.
+fn configuration_table() -> Vec<String> {
+    configuration_rows(&read(&repo_root().join("README.md")))
+        .into_iter()
+        .flat_map(|row| row.names)
+        .collect()
+}
+
+#[test]
+fn every_variable_toren_reads_is_in_the_configuration_table() {
+    // The registry is every variable the binary reads (settings::only_wiring_reads_the_environment).
+    let table = configuration_table();
+    let missing: Vec<&str> = toren_config::ENV_VARS
+        .iter()
+        .map(|var| var.name)
+        .filter(|name| !table.iter().any(|row| row == name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "read by Toren but not in the README's configuration table: {missing:?}"
+    );
+    let stray: Vec<&String> = table
+        .iter()
+        .filter(|name| toren_config::env_vars::lookup(name).is_none())
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "in the configuration table but not read by Toren: {stray:?}"
+    );
+}
+
+#[test]
+fn the_configuration_table_states_the_defaults_toren_uses() {
+    // A default that is one literal value is stated exactly; the others (derived from
+    // another variable, or described) are read by eye.
+    let readme = read(&repo_root().join("README.md"));
+    let mut wrong = Vec::new();
+    let mut compared = 0;
+    for row in configuration_rows(&readme) {
+        for name in &row.names {
+            let Some(var) = toren_config::env_vars::lookup(name) else {
+                continue;
+            };
+            let Some(default) = var.default.filter(|d| !d.contains(['$', ' '])) else {
+                continue;
+            };
+            compared += 1;
+            if row.default != format!("`{default}`") {
+                wrong.push(format!(
+                    "{name}: the table says {}, Toren uses `{default}`",
+                    row.default
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(compared > 10, "only {compared} defaults compared");
+}
+
+/// Paths the docs name that exist only once something makes them.
+const NOT_YET_THERE: &[&str] = &[
+    // proptest writes it when a property first fails (docs/fuzzing.md says so).
+    "crates/toren-sandbox/tests/suite/proptest-regressions/fuzz_paths.txt",
+];
+
+#[test]
+fn every_file_the_docs_name_is_there() {
+    let root = repo_root();
+    let mut missing = Vec::new();
+    for page in pages() {
+        for (index, line) in read(&page).lines().enumerate() {
+            for quoted in line.split('`').skip(1).step_by(2) {
+                let path = quoted.trim_start_matches("./");
+                let path = path.split([' ', ':']).next().unwrap_or_default();
+                let ours = [
+                    "crates/",
+                    "scripts/",
+                    "deploy/",
+                    "docs/",
+                    "examples/",
+                    "docker/",
+                ]
+                .iter()
+                .any(|dir| path.starts_with(dir));
+                if ours && !NOT_YET_THERE.contains(&path) && !root.join(path).exists() {
+                    missing.push(format!("{}:{}: {path}", shown(&page), index + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "named but not there:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// `(method, path)` with every `{parameter}` written `{}`.
+fn route(method: &str, path: &str) -> (String, String) {
+    let mut normal = String::new();
+    let mut in_parameter = false;
+    for c in path.chars() {
+        match c {
+            '{' => {
+                in_parameter = true;
+                normal.push_str("{}");
+            }
+            '}' => in_parameter = false,
+            _ if !in_parameter => normal.push(c),
+            _ => {}
+        }
+    }
+    (method.to_ascii_uppercase(), normal)
+}
+
+/// Every `METHOD /path` in `line` (outside the web page's `/ui`).
+fn routes_named(line: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for method in ["GET", "POST", "DELETE", "PUT", "PATCH"] {
+        for (at, _) in line.match_indices(&format!("{method} /")) {
+            let rest = &line[at + method.len() + 1..];
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "/{}_.-".contains(*c))
+                .collect();
+            let path = path.trim_end_matches('.');
+            if !path.starts_with("/ui") {
+                found.push(route(method, path));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_api_routes_the_docs_name_are_the_ones_it_serves() {
+    let spec: serde_json::Value =
+        serde_json::from_str(&read(&repo_root().join("crates/toren-server/openapi.json"))).unwrap();
+    let served: Vec<(String, String)> = spec["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, methods)| {
+            methods
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|method| route(method, path))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(served.len() > 20, "read the OpenAPI document: {served:?}");
+    // Routes of other services the docs talk about (E2B's control plane).
+    let others = [route("POST", "/sandboxes")];
+    let mut unknown = Vec::new();
+    for page in pages() {
+        for (index, line) in read(&page).lines().enumerate() {
+            for named in routes_named(line) {
+                if !served.contains(&named) && !others.contains(&named) {
+                    unknown.push(format!(
+                        "{}:{}: {} {}",
+                        shown(&page),
+                        index + 1,
+                        named.0,
+                        named.1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "routes Toren does not serve:\n{}",
+        unknown.join("\n")
+    );
+    // And the README's route table lists every route (a directory listing, `files` or
+    // `files/`, is the row of `files/{path}`).
+    let readme = read(&repo_root().join("README.md"));
+    let api = readme.split("\n## HTTP API\n").nth(1).unwrap();
+    let api = api.split("\n## ").next().unwrap();
+    let listed: Vec<(String, String)> = api
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .flat_map(|row| routes_named(row.split(" | ").next().unwrap()))
+        .collect();
+    let unlisted: Vec<String> = served
+        .iter()
+        .filter(|(method, path)| {
+            let listing = path.trim_end_matches('/').ends_with("/files");
+            let as_listed = if listing {
+                route(method, &format!("{}/{{path}}", path.trim_end_matches('/')))
+            } else {
+                (method.clone(), path.clone())
+            };
+            !listed.contains(&as_listed)
+        })
+        .map(|(method, path)| format!("{method} {path}"))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "served but not in the README's route table: {unlisted:?}"
+    );
+}
+
+#[test]
+fn architecture_maps_every_crate() {
+    let architecture = read(&repo_root().join("ARCHITECTURE.md"));
+    let mut crates: Vec<String> = std::fs::read_dir(repo_root().join("crates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    crates.sort();
+    let unmapped: Vec<&String> = crates
+        .iter()
+        .filter(|name| !architecture.contains(&format!("\n| `{name}` |")))
+        .collect();
+    assert!(crates.len() > 10, "found the crates: {crates:?}");
+    assert!(
+        unmapped.is_empty(),
+        "crates without a row in ARCHITECTURE.md's table: {unmapped:?}"
+    );
 }
