@@ -247,6 +247,14 @@ pub(crate) struct StderrObserver {
     calls: Mutex<HashMap<String, String>>,
     /// In a chat the model's text is the conversation: it goes to stdout.
     text_to_stdout: bool,
+    /// The text streamed for the model response under way, and for the last one answered:
+    /// the final answer is often both, and a terminal needs it once.
+    streaming: Mutex<String>,
+    last_streamed: Mutex<String>,
+    /// Whether the run's first line already named its sandbox backend
+    /// ([`StderrObserver::backend_named`]), so that the sandbox's line names only the
+    /// workspace.
+    backend_named: AtomicBool,
 }
 
 impl StderrObserver {
@@ -255,7 +263,32 @@ impl StderrObserver {
             mid_line: AtomicBool::new(false),
             calls: Mutex::new(HashMap::new()),
             text_to_stdout: false,
+            streaming: Mutex::new(String::new()),
+            last_streamed: Mutex::new(String::new()),
+            backend_named: AtomicBool::new(false),
         }
+    }
+
+    /// Says that the line announcing the run named its sandbox backend.
+    pub(crate) fn backend_named(&self) {
+        self.backend_named.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether `answer` is already on the person's screen: stdout and stderr are both a
+    /// terminal and the last model response streamed exactly it to stderr. Printing it on
+    /// stdout again would show it twice; into a pipe or a file it is always printed (it is
+    /// the command's data).
+    pub(crate) fn showed_answer(&self, answer: &str) -> bool {
+        if self.text_to_stdout
+            || answer.trim().is_empty()
+            || !std::io::stdout().is_terminal()
+            || !std::io::stderr().is_terminal()
+        {
+            return false;
+        }
+        self.last_streamed
+            .lock()
+            .is_ok_and(|streamed| streamed.trim_end() == answer.trim_end())
     }
 
     /// For `toren chat`: the model's text on stdout, progress on stderr.
@@ -290,12 +323,20 @@ impl Observer for StderrObserver {
         }
         self.mid_line
             .store(!delta.ends_with('\n'), Ordering::Relaxed);
+        if let Ok(mut streaming) = self.streaming.lock() {
+            streaming.push_str(delta);
+        }
     }
 
     fn event(&self, event: &Event) {
         self.finish_line();
         match &event.kind {
             EventKind::ModelResponded(m) => {
+                if let (Ok(mut streaming), Ok(mut last)) =
+                    (self.streaming.lock(), self.last_streamed.lock())
+                {
+                    *last = std::mem::take(&mut *streaming);
+                }
                 if let Ok(mut calls) = self.calls.lock() {
                     for c in &m.message.tool_calls {
                         // Decoded as the tools decode them (toren-protocol's decoder).
@@ -346,6 +387,10 @@ impl Observer for StderrObserver {
                     "sandbox: {}",
                     visible(&origin.describe(&s.backend, &s.instance))
                 ),
+                // The backend is on the run's first line already when `toren run` started it.
+                None if self.backend_named.load(Ordering::Relaxed) => {
+                    say!("workspace {}", visible(&s.workspace));
+                }
                 None => say!(
                     "sandbox: {} workspace {}",
                     visible(&s.backend),

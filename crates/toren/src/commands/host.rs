@@ -126,6 +126,13 @@ impl Host {
         })
     }
 
+    /// The first line of `toren run`: the run, its agent and its sandbox backend, which
+    /// the sandbox's own line then does not repeat.
+    pub(crate) fn announce(&self, run_id: &RunId, agent: &AgentSpec, sandbox: &str) {
+        printer::announce_run(run_id, agent, sandbox);
+        self.observer.backend_named();
+    }
+
     /// The holder name this host drives runs under.
     pub(crate) fn holder(&self) -> String {
         holder::this_process()
@@ -175,7 +182,13 @@ impl Host {
             }
         }
         match outcome {
-            Ok(outcome) => report(run_id, outcome, json),
+            Ok(outcome) => {
+                let shown = match &outcome {
+                    Outcome::Ended { output, .. } => self.observer.showed_answer(output),
+                    _ => false,
+                };
+                report(run_id, outcome, json, shown)
+            }
             Err(
                 error @ (toren_worker::Error::ModelUnavailable { .. }
                 | toren_worker::Error::SandboxUnavailable { .. }),
@@ -193,8 +206,9 @@ impl Host {
     }
 }
 
-/// Prints the outcome (stdout: the answer or the JSON object) and picks the exit status.
-fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
+/// Prints the outcome (stdout: the answer or the JSON object) and picks the exit status;
+/// an answer `shown` on the terminal already as it streamed is not printed again.
+fn report(run_id: &RunId, outcome: Outcome, json: bool, shown: bool) -> Result<u8, Failure> {
     let (status, output, code) = match outcome {
         Outcome::Ended { status, output } => {
             let code = if status == RunStatus::Completed {
@@ -213,7 +227,9 @@ fn report(run_id: &RunId, outcome: Outcome, json: bool) -> Result<u8, Failure> {
     if json {
         print_json(run_id, &status, &output);
     } else if code == 0 {
-        println!("{}", printer::answer(&output));
+        if !shown {
+            println!("{}", printer::answer(&output));
+        }
     } else if status == RunStatus::Cancelled.as_str() {
         printer::cancelled(run_id, &output);
     } else if code == FAILED {

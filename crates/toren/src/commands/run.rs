@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use crate::cli::RunArgs;
 use crate::commands::host::Host;
 use crate::exit::Failure;
-use crate::{printer, wiring};
+use crate::wiring;
 
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     // Everything that can be wrong with the configuration fails here, before a run exists.
@@ -28,6 +28,6 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         Some(policy) => policy.backend.clone(),
         None => "none".to_owned(),
     };
-    printer::announce_run(&created.run_id, &agent, &sandbox);
+    host.announce(&created.run_id, &agent, &sandbox);
     host.drive(created.lease, args.json).await
 }

@@ -268,3 +268,25 @@ fn the_answer_into_a_pipe_is_the_models_answer_exactly() {
     assert_eq!(text(&out.stdout), format!("{answer}\n"));
     assert_eq!(raw_controls(&text(&out.stderr)), Vec::<char>::new());
 }
+
+#[test]
+fn a_run_on_a_terminal_shows_its_answer_once_and_its_sandbox_once() {
+    let toren = Toren::new();
+    agent(
+        &toren,
+        "once",
+        "  approval: never\n",
+        vec![json!({ "text": "looking\n", "tool_calls": [bash("echo hi")] })],
+        "the answer is 42",
+    );
+    let term = Terminal::spawn(&toren, &["run", "once", "--input", "go"]);
+    let (status, screen) = term.finish();
+    assert_eq!(status.code(), Some(0), "{screen}");
+    assert_eq!(screen.matches("the answer is 42").count(), 1, "{screen}");
+    // The backend on the run's line, the workspace on the sandbox's: each said once.
+    assert_eq!(screen.matches("sandbox local").count(), 1, "{screen}");
+    assert!(!screen.contains("sandbox: "), "{screen}");
+    let run = toren.newest_run().unwrap();
+    let workspace = toren.workspace(&run).display().to_string();
+    assert_eq!(screen.matches(&workspace).count(), 1, "{screen}");
+}
