@@ -1,5 +1,5 @@
 //! Where the programs under measurement are: the `toren` binary beside this one (cargo puts
-//! both in `target/<profile>/`), and the target directory the figures are written into.
+//! both in `<target dir>/<profile>/`), and the target directory the figures are written into.
 //! The benchmarks build nothing themselves, so a missing binary names the build command.
 
 use std::path::{Path, PathBuf};
@@ -31,13 +31,14 @@ pub(crate) fn profile(binary: &Path) -> String {
     )
 }
 
-/// `target/toren-bench/<name>`: beside the profile directories this program runs from,
-/// or under `./target` when it runs from elsewhere.
+/// `toren-bench/<name>` in cargo's target directory this program runs from, whatever it
+/// is called (`CARGO_TARGET_DIR`): the profile directory's parent, which cargo marks with a
+/// `CACHEDIR.TAG`; under `./target` when it runs from elsewhere (an installed copy).
 pub(crate) fn default_output(name: &str) -> PathBuf {
     let target = own_dir()
         .ok()
         .and_then(|dir| dir.parent().map(Path::to_owned))
-        .filter(|t| t.file_name().is_some_and(|n| n == "target"))
+        .filter(|t| t.join("CACHEDIR.TAG").is_file())
         .unwrap_or_else(|| PathBuf::from("target"));
     target.join("toren-bench").join(name)
 }
