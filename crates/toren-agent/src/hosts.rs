@@ -33,17 +33,31 @@ pub struct HostApproval {
     pub request: HostApprovalRequested,
     /// `Some(true)`: allowed for the run; `Some(false)`: denied; `None`: not answered yet.
     pub decision: Option<bool>,
+    /// Whether a decision can still answer the request. Not once the tool call it was made
+    /// in has completed, nor once a rewind went back to a step before it: the store
+    /// refuses a decision then (a person would be answering for a command that is over,
+    /// or that the run's current line no longer has), and the next connection to the host
+    /// asks again with a request of its own.
+    pub open: bool,
 }
 
 /// Host approvals by id (`host:<name>`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct HostApprovals {
     by_id: BTreeMap<String, HostApproval>,
+    /// The seq of each request, by id (for a rewind's cut).
+    asked: BTreeMap<String, u64>,
 }
 
 impl HostApprovals {
-    /// Folds a request: one per host per run, its id the host's.
-    pub(crate) fn request(&mut self, request: &HostApprovalRequested) -> Result<(), String> {
+    /// Folds a request (event `seq`): one per host at a time, its id the host's. A host
+    /// whose earlier request can no longer be answered ([`HostApproval::open`]) is asked
+    /// about again; one that waits for a decision or was decided is not.
+    pub(crate) fn request(
+        &mut self,
+        seq: u64,
+        request: &HostApprovalRequested,
+    ) -> Result<(), String> {
         if request.id != host_approval_id(&request.host) {
             return Err(format!(
                 "host approval {} is not named after its host {}",
@@ -51,22 +65,47 @@ impl HostApprovals {
             ));
         }
         if let Some(earlier) = self.by_id.get(&request.id) {
-            return Err(match earlier.decision {
-                None => format!("{} already waits for a decision", request.id),
-                Some(_) => format!("{} was already decided", request.id),
-            });
+            match earlier.decision {
+                None if !earlier.open => {}
+                None => return Err(format!("{} already waits for a decision", request.id)),
+                Some(_) => return Err(format!("{} was already decided", request.id)),
+            }
         }
         self.by_id.insert(
             request.id.clone(),
             HostApproval {
                 request: request.clone(),
                 decision: None,
+                open: true,
             },
         );
+        self.asked.insert(request.id.clone(), seq);
         Ok(())
     }
 
-    /// Folds a decision on a host approval (the store lets only the first one in).
+    /// Tool call `call_id` completed: a request made while it ran and not answered can no
+    /// longer be.
+    pub(crate) fn call_ended(&mut self, call_id: &str) {
+        for approval in self.by_id.values_mut() {
+            if approval.decision.is_none() && approval.request.call_id.as_deref() == Some(call_id) {
+                approval.open = false;
+            }
+        }
+    }
+
+    /// The run went back to step `to`: a request made after it and not answered was left
+    /// behind (a decision stands; the host stays allowed or denied for the run).
+    pub(crate) fn rewound(&mut self, to: u64) {
+        for (id, approval) in &mut self.by_id {
+            if approval.decision.is_none() && self.asked.get(id).is_some_and(|seq| *seq > to) {
+                approval.open = false;
+            }
+        }
+    }
+
+    /// Folds a decision on a host approval (the store lets only the first one in, and
+    /// none on a request that is no longer open; logs written before it refused those
+    /// still fold).
     pub(crate) fn decide(&mut self, decision: &ApprovalDecided) -> Result<(), String> {
         match self.by_id.get_mut(&decision.call_id) {
             Some(approval) if approval.decision.is_none() => {

@@ -68,6 +68,7 @@ fn a_host_asked_about_mid_call_waits_and_the_call_still_awaits_its_result() {
                 Some(("c1".into(), "pip install x".into()))
             ),
             decision: None,
+            open: true,
         })
     );
     // Nothing new to do for the call: its result is what the run waits for (a resumed
@@ -135,6 +136,73 @@ fn decisions_survive_a_fresh_fold_and_a_denied_host_stays_denied() {
         ]
     );
     assert_eq!(s.host_approval("never.org"), None);
+}
+
+fn asked_in(host: &str, call: &str) -> EventKind {
+    EventKind::HostApprovalRequested(HostApprovalRequested::new(
+        host,
+        443,
+        Some((call.into(), "pip install x".into())),
+    ))
+}
+
+#[test]
+fn a_request_whose_call_completed_unanswered_is_closed_and_the_host_is_asked_about_again() {
+    let mut kinds = running();
+    kinds.extend([asked("a.org"), completed("c1", "connection refused")]);
+    let s = state(kinds.clone());
+    assert!(!s.host_approval("a.org").unwrap().open);
+    assert_eq!(s.status, RunStatus::Running, "nothing holds the run");
+
+    // The next command reaches the host: a request of its own, open, decided as usual.
+    kinds.extend([
+        responded("", vec![call("c2", "bash")]),
+        started("c2", 1),
+        asked_in("a.org", "c2"),
+    ]);
+    let s = state(kinds.clone());
+    let approval = s.host_approval("a.org").unwrap();
+    assert!(approval.open);
+    assert_eq!(approval.request.call_id.as_deref(), Some("c2"));
+    kinds.push(decided("host:a.org", true));
+    let s = state(kinds);
+    assert_eq!(s.host_approval("a.org").unwrap().decision, Some(true));
+
+    // A request that was decided stays decided when its call completes.
+    let mut kinds = running();
+    kinds.extend([
+        asked("b.org"),
+        decided("host:b.org", false),
+        completed("c1", "refused"),
+    ]);
+    let s = state(kinds);
+    let approval = s.host_approval("b.org").unwrap();
+    assert_eq!((approval.decision, approval.open), (Some(false), true));
+}
+
+#[test]
+fn a_request_a_rewind_left_behind_is_closed_and_the_host_is_asked_about_again() {
+    let rewound = |to| {
+        EventKind::Rewound(toren_protocol::Rewound {
+            to,
+            checkpoint: None,
+            by: None,
+            turn: None,
+        })
+    };
+    // created 1, responded 2, started 3, asked 4; back to step 2 (c1 not started yet).
+    let mut kinds = running();
+    kinds.extend([asked("a.org"), rewound(2)]);
+    let s = state(kinds.clone());
+    assert!(!s.host_approval("a.org").unwrap().open);
+    kinds.extend([started("c1", 1), asked("a.org")]);
+    let s = state(kinds.clone());
+    assert!(s.host_approval("a.org").unwrap().open);
+    kinds.push(decided("host:a.org", true));
+    assert_eq!(
+        state(kinds).host_approval("a.org").unwrap().decision,
+        Some(true)
+    );
 }
 
 #[test]

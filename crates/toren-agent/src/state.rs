@@ -195,7 +195,10 @@ impl RunState {
         self.line.event_folded();
         match &event.kind {
             EventKind::RunCreated(_) => return Err(bad("the run was already created".into())),
-            EventKind::Rewound(r) => crate::rewind::rewind(self, event.seq, r).map_err(bad)?,
+            EventKind::Rewound(r) => {
+                crate::rewind::rewind(self, event.seq, r).map_err(bad)?;
+                self.hosts.rewound(r.to);
+            }
             EventKind::ModelResponded(r) => {
                 if !self.pending.is_empty() {
                     return Err(bad("tool calls of the previous turn are unanswered".into()));
@@ -233,7 +236,9 @@ impl RunState {
                     decision: None,
                 });
             }
-            EventKind::HostApprovalRequested(h) => self.hosts.request(h).map_err(bad)?,
+            EventKind::HostApprovalRequested(h) => {
+                self.hosts.request(event.seq, h).map_err(bad)?;
+            }
             // A decision on a host (`host:<name>`): no tool call has such an id (`admit`).
             EventKind::ApprovalDecided(d) if toren_protocol::is_host_approval_id(&d.call_id) => {
                 self.hosts.decide(d).map_err(bad)?;
@@ -270,6 +275,7 @@ impl RunState {
                     content: t.output.clone(),
                     is_error: t.is_error,
                 });
+                self.hosts.call_ended(&t.call_id);
                 self.close_turn_if_answered();
             }
             EventKind::MessageDelivered(d) => {

@@ -3,7 +3,8 @@
 //! any. Read from the events alone (a pure fold, [`approvals_of`]); the rules are the
 //! store's: a decision answers the latest request of its id, and a request the run ended
 //! without answering, or that a rewind left behind (the run went back to a step before
-//! it), stays unanswered. A host's approval is shown like a tool call's
+//! it), or a host's request whose tool call completed first, stays unanswered. A host's
+//! approval is shown like a tool call's
 //! (tool `network`, its summary as the command, its id `host:<name>` as the call id), so a
 //! surface that decides by call id decides it too; [`Approval::host`] says which host.
 
@@ -35,8 +36,9 @@ pub enum ApprovalState {
     Pending,
     /// Answered (the first decision, which stands).
     Decided(Decided),
-    /// The run ended (cancelled, failed) before anyone answered, or a rewind went back to
-    /// a step before the request; it can no longer be.
+    /// The run ended (cancelled, failed) before anyone answered, a rewind went back to a
+    /// step before the request, or (a host's) the call it was made in completed; it can no
+    /// longer be.
     Unanswered,
 }
 
@@ -107,6 +109,16 @@ pub fn approvals_of(events: &[Event]) -> Vec<Approval> {
             EventKind::Rewound(rewound) => {
                 for (approval, seq) in approvals.iter_mut().zip(&asked) {
                     if *seq > rewound.to && approval.state == ApprovalState::Pending {
+                        approval.state = ApprovalState::Unanswered;
+                    }
+                }
+            }
+            // The command that asked about a host is over: its request is too (the next
+            // connection to the host asks again).
+            EventKind::ToolCompleted(done) => {
+                for approval in &mut approvals {
+                    let made_in = approval.host.as_ref().and_then(|h| h.call_id.as_deref());
+                    if approval.state == ApprovalState::Pending && made_in == Some(&done.call_id) {
                         approval.state = ApprovalState::Unanswered;
                     }
                 }
@@ -284,6 +296,40 @@ mod tests {
             vec![
                 approval("c1", "pip install x", 1, 1, decided(true, 2)),
                 want
+            ]
+        );
+    }
+
+    #[test]
+    fn a_host_request_whose_call_completed_is_no_longer_pending() {
+        let asked = |call: &str| {
+            toren_protocol::HostApprovalRequested::new(
+                "pypi.org",
+                443,
+                Some((call.into(), "pip install x".into())),
+            )
+        };
+        let completed = EventKind::ToolCompleted(toren_protocol::ToolCompleted {
+            call_id: "c1".into(),
+            output: "connection refused".into(),
+            is_error: true,
+            exit_code: Some(1),
+            truncated: false,
+        });
+        let events = vec![
+            event(1, EventKind::HostApprovalRequested(asked("c1"))),
+            event(2, completed),
+            event(3, EventKind::HostApprovalRequested(asked("c2"))),
+        ];
+        let states: Vec<(Option<String>, ApprovalState)> = approvals_of(&events)
+            .into_iter()
+            .map(|a| (a.host.and_then(|h| h.call_id), a.state))
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                (Some("c1".into()), ApprovalState::Unanswered),
+                (Some("c2".into()), ApprovalState::Pending),
             ]
         );
     }

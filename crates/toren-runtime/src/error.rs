@@ -100,6 +100,7 @@ impl Error {
                     | toren_store::Error::AlreadyDecided { .. }
                     | toren_store::Error::NoPendingApproval { .. }
                     | toren_store::Error::LeftBehind { .. }
+                    | toren_store::Error::CallEnded { .. }
                     | toren_store::Error::NotAwaitingBudget { .. }
                     | toren_store::Error::SessionExists(_)
                     | toren_store::Error::SessionNotFound(_)

@@ -457,3 +457,88 @@ async fn a_run_paused_at_its_budget_is_raised_over_the_api_and_completes() {
         (&json!("api-client"), &json!("api"))
     );
 }
+
+#[tokio::test]
+async fn a_host_request_whose_call_ended_is_not_pending_and_its_decision_gets_409() {
+    use toren_protocol::{
+        AssistantMessage, EventKind, HostApprovalRequested, ModelResponded, ToolCall,
+        ToolCompleted, ToolStarted, Usage,
+    };
+
+    let home = Home::new().await;
+    let agents = &home.state.agents_dir;
+    std::fs::write(agents.join("fetcher.script.yaml"), DONE).unwrap();
+    std::fs::write(
+        agents.join("fetcher.yaml"),
+        "name: fetcher\nmodel: scripted/fetcher.script.yaml\n",
+    )
+    .unwrap();
+    let id = home.create("fetcher", "go").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // As a worker writes it: call c1 runs and its command reaches a host the policy asks
+    // about; nobody answers, and the call completes (its connection gave up).
+    let store = home.state.service.store();
+    let run: toren_protocol::RunId = id.parse().unwrap();
+    let lease = store
+        .acquire_lease(&run, "test", std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    let responded = EventKind::ModelResponded(ModelResponded {
+        message: AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![ToolCall::new(
+                "c1",
+                "bash",
+                json!({"command": "pip install x"}),
+            )],
+        },
+        stop_reason: "tool_use".into(),
+        usage: Usage::default(),
+        model: "m".into(),
+    });
+    let started = EventKind::ToolStarted(ToolStarted {
+        call_id: "c1".into(),
+        tool: "bash".into(),
+        attempt: 1,
+        checkpoint: None,
+    });
+    let asked = EventKind::HostApprovalRequested(HostApprovalRequested::new(
+        "pypi.test",
+        443,
+        Some(("c1".into(), "pip install x".into())),
+    ));
+    store
+        .append(&lease, 1, vec![responded, started, asked])
+        .await
+        .unwrap();
+    let listed = home.get(&format!("/runs/{id}/approvals")).await.json();
+    assert_eq!(
+        listed["pending"][0]["call_id"], "host:pypi.test",
+        "{listed}"
+    );
+
+    let completed = EventKind::ToolCompleted(ToolCompleted {
+        call_id: "c1".into(),
+        output: "connection refused".into(),
+        is_error: true,
+        exit_code: Some(1),
+        truncated: false,
+    });
+    store.append(&lease, 4, vec![completed]).await.unwrap();
+    store.release_lease(&lease).await.unwrap();
+
+    let listed = home.get(&format!("/runs/{id}/approvals")).await.json();
+    assert_eq!(listed["pending"], json!([]), "{listed}");
+    let path = format!("/runs/{id}/approvals/host:pypi.test");
+    for decision in ["approve", "deny"] {
+        let reply = home.post(&path, json!({ "decision": decision })).await;
+        assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text());
+        assert_eq!(reply.content_type(), "application/problem+json");
+        assert!(reply.text().contains("has ended"), "{}", reply.text());
+    }
+    let run = home.get(&format!("/runs/{id}")).await.json();
+    assert_eq!(run["last_seq"], 5, "nothing written: {run}");
+}

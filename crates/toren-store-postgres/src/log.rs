@@ -273,13 +273,18 @@ async fn decidable(
     run_id: &RunId,
     decision: &ApprovalDecided,
 ) -> Result<Waiting> {
+    // A host's request is decided only while its call runs: the calls' completions too,
+    // for such a decision only (they carry outputs, which a call's decision need not read).
+    let host = toren_protocol::is_host_approval_id(&decision.call_id);
     let rows = sqlx::query_as::<_, (i64, String)>(
         "SELECT seq, payload FROM events
-         WHERE run_id = $1 AND kind IN ('approval_requested', 'host_approval_requested', 'approval_decided',
-                          'rewound')
+         WHERE run_id = $1 AND (kind IN ('approval_requested', 'host_approval_requested',
+                                         'approval_decided', 'rewound')
+                                OR ($2 AND kind = 'tool_completed'))
          ORDER BY seq",
     )
     .bind(run_id.as_str())
+    .bind(host)
     .fetch_all(&mut *tx)
     .await?;
     // The current wait began after the last event that is no request, decision or

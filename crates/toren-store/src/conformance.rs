@@ -41,7 +41,8 @@ use fixtures::{
 
 pub use alternating::Alternating;
 pub use approvals::{
-    a_host_approval_is_decided_once_by_its_id, a_request_left_behind_by_a_rewind_is_not_decided,
+    a_host_approval_is_decided_once_by_its_id, a_host_request_whose_call_ended_is_not_decided,
+    a_request_left_behind_by_a_rewind_is_not_decided,
     a_reused_call_id_is_decided_by_its_latest_request, decision_on_ended_run_is_refused,
     decision_without_request_is_refused, first_decision_wins,
     pending_calls_are_decided_independently,
@@ -109,6 +110,7 @@ pub async fn run_all(store: Arc<dyn EventLog>, clock: &TestClock) {
     a_reused_call_id_is_decided_by_its_latest_request(s).await;
     a_host_approval_is_decided_once_by_its_id(s).await;
     a_request_left_behind_by_a_rewind_is_not_decided(s).await;
+    a_host_request_whose_call_ended_is_not_decided(s).await;
     a_held_run_is_cancelled_without_its_lease(s).await;
     ended_and_unknown_runs_are_not_cancelled(s).await;
     a_paused_run_is_raised_once_without_its_lease(s, clock).await;

@@ -107,6 +107,21 @@ pub enum Error {
         to: u64,
     },
 
+    /// A decision on a host's network request whose tool call has completed: the command
+    /// that asked is over, and the next connection to the host asks again.
+    #[error(
+        "{call_id} of run {run_id} was asked for by call {call}, which has ended; it can no \
+         longer be decided: when the sandbox reaches the host again it is asked about anew \
+         (see `toren runs show {run_id}`)"
+    )]
+    CallEnded {
+        run_id: RunId,
+        /// The request's id (`host:<name>`).
+        call_id: String,
+        /// The tool call it was made in.
+        call: String,
+    },
+
     /// `raise_budget` on a run that is not paused at its budget.
     #[error(
         "run {run_id} is not waiting for its budget to be raised (it is {status}); a budget \
@@ -231,6 +246,7 @@ impl Error {
             | Self::LeaseLost { .. }
             | Self::NoPendingApproval { .. }
             | Self::LeftBehind { .. }
+            | Self::CallEnded { .. }
             | Self::NotAwaitingBudget { .. }
             | Self::AlreadyDecided { .. }
             | Self::CorruptEvent { .. }

@@ -11,7 +11,10 @@
 //! watched for an `approval_decided` on the request's id from anywhere (`toren approve`, the
 //! API, the web page, a Telegram button), first decision wins (`decide_approval` is atomic).
 //! A connection held longer than the wait bound is refused with a text saying how to
-//! answer; the request stays open, and the next connection to the host waits for it again.
+//! answer; the request stays open while the call it was made in runs, and the next
+//! connection to the host waits for it again. Once that call has completed (or a rewind
+//! left the request behind) no decision can answer it (the store refuses one), and the next
+//! connection to the host makes a new request, naming the call that runs then.
 //!
 //! **Journaling connections**: every refused request and every allowed connection once it
 //! closed (with its bytes) is buffered and appended as one `egress_connections` event per
@@ -187,11 +190,14 @@ impl RunEgress {
             if state.status.is_terminal() {
                 return Ok(Known::Decided(false));
             }
+            // A request no decision can answer any more (its call completed, or a rewind
+            // left it behind) is made again, for the call that runs now.
             if let Some(known) = state.host_approval(&request.host) {
-                return Ok(match known.decision {
-                    Some(approved) => Known::Decided(approved),
-                    None => Known::Waiting,
-                });
+                match known.decision {
+                    Some(approved) => return Ok(Known::Decided(approved)),
+                    None if known.open => return Ok(Known::Waiting),
+                    None => {}
+                }
             }
             let kind = EventKind::HostApprovalRequested(request.clone());
             match store
@@ -265,9 +271,14 @@ impl RunEgress {
     }
 
     fn unanswered(&self, request: &HostApprovalRequested) -> String {
+        // A request made in a call can be answered only while that call runs.
+        let open = match &request.call_id {
+            Some(call) => format!("it stays open while call {call} runs"),
+            None => "it stays open".to_owned(),
+        };
         format!(
-            "nobody answered the request for network access to {host} within {secs}s; it \
-             stays open: approve it (toren approve {run} {id}, the API, the web page or \
+            "nobody answered the request for network access to {host} within {secs}s; \
+             {open}: approve it (toren approve {run} {id}, the API, the web page or \
              Telegram), then try again",
             host = request.host,
             secs = self.inner.wait.as_secs(),

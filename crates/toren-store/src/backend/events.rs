@@ -97,12 +97,14 @@ impl Sequence {
 }
 
 /// Whether `decision` may be recorded, given the run's `approval_requested`,
-/// `host_approval_requested`, `approval_decided` and `rewound` events in order (others
-/// are passed over): only the latest request for its call id counts (logs written before
-/// call ids were unique within a run may reuse an earlier turn's id), it must be on the
-/// run's current line (a `rewound` back to a step before it left it behind) and it must be
-/// undecided ([`Error::LeftBehind`], [`Error::AlreadyDecided`],
-/// [`Error::NoPendingApproval`]). Returns the open requests of the run's current wait,
+/// `host_approval_requested`, `approval_decided` and `rewound` events in order, and for a
+/// host's request (`host:<name>`) its `tool_completed` events too (others are passed
+/// over): only the latest request for its call id counts (logs written before call ids
+/// were unique within a run may reuse an earlier turn's id), it must be on the run's
+/// current line (a `rewound` back to a step before it left it behind), a host's request
+/// must have been made while a call runs that has not completed since (or outside any
+/// call), and it must be undecided ([`Error::LeftBehind`], [`Error::CallEnded`],
+/// [`Error::AlreadyDecided`], [`Error::NoPendingApproval`]). Returns the open requests of the run's current wait,
 /// which began after event `wait_began` (the run's last event of a kind not in
 /// [`Waiting::KINDS`]; 0 for none), for [`Sequence::waiting_on`].
 pub fn check_decision(
@@ -114,6 +116,9 @@ pub fn check_decision(
     // The seq of the latest request of the call id on the run's current line.
     let mut requested: Option<u64> = None;
     let mut left_behind = None;
+    // The tool call a host's latest request was made in, and whether it completed since.
+    let mut made_in: Option<String> = None;
+    let mut call_ended = false;
     let mut decided = None;
     let mut waiting = Waiting::default();
     for event in earlier {
@@ -128,13 +133,23 @@ pub fn check_decision(
             EventKind::ApprovalRequested(request) if request.call_id == decision.call_id => {
                 requested = Some(event.seq);
                 left_behind = None;
+                made_in = None;
+                call_ended = false;
                 decided = None;
             }
-            // A host's approval (`host:<name>`), decided the same way.
+            // A host's approval (`host:<name>`), decided the same way while the command
+            // that asked still runs.
             EventKind::HostApprovalRequested(request) if request.id == decision.call_id => {
                 requested = Some(event.seq);
                 left_behind = None;
+                made_in = request.call_id;
+                call_ended = false;
                 decided = None;
+            }
+            EventKind::ToolCompleted(done)
+                if decided.is_none() && made_in.as_deref() == Some(done.call_id.as_str()) =>
+            {
+                call_ended = true;
             }
             // Back at step `to`: a request after it was left behind with its call (a
             // decision on it would name a call the current line does not have, and the
@@ -142,6 +157,8 @@ pub fn check_decision(
             EventKind::Rewound(rewound) if requested.is_some_and(|seq| seq > rewound.to) => {
                 requested = None;
                 left_behind = Some(rewound.to);
+                made_in = None;
+                call_ended = false;
                 decided = None;
             }
             _ => {}
@@ -159,6 +176,13 @@ pub fn check_decision(
             run_id: run_id.clone(),
             call_id: decision.call_id.clone(),
             to,
+        });
+    }
+    if call_ended && let Some(call) = made_in {
+        return Err(Error::CallEnded {
+            run_id: run_id.clone(),
+            call_id: decision.call_id.clone(),
+            call,
         });
     }
     if requested.is_none() {

@@ -104,6 +104,100 @@ pub async fn a_request_left_behind_by_a_rewind_is_not_decided(store: &dyn EventL
     assert_eq!(decided.seq, 6);
 }
 
+/// A host's request made while a tool call ran is decided only until that call completes:
+/// after, a decision is refused and writes nothing (the command that asked is over). The
+/// same host asked about again in the next call is decided as usual, and so is a request
+/// made outside any call whatever completed before it.
+pub async fn a_host_request_whose_call_ended_is_not_decided(store: &dyn EventLog) {
+    use super::fixtures::{model_wants_bash, tool_completed, tool_started};
+    use toren_protocol::HostApprovalRequested;
+    let (run_id, _, lease) = new_run(store, "pip install, twice").await;
+    let asked = |call: Option<&str>| {
+        EventKind::HostApprovalRequested(HostApprovalRequested::new(
+            "pypi.org",
+            443,
+            call.map(|c| (c.to_owned(), "pip install x".to_owned())),
+        ))
+    };
+    ok(
+        store
+            .append(
+                &lease,
+                1,
+                vec![
+                    model_wants_bash("toolu_p", "pip install x"),
+                    tool_started("toolu_p"),
+                    asked(Some("toolu_p")),
+                    tool_completed("toolu_p"),
+                ],
+            )
+            .await,
+        "a call asks, then completes",
+    );
+    for approved in [true, false] {
+        let result = store
+            .decide_approval(&run_id, decision("host:pypi.org", approved, "ana"))
+            .await;
+        assert!(
+            matches!(&result, Err(Error::CallEnded { run_id: id, call_id, call })
+                if *id == run_id && call_id == "host:pypi.org" && call == "toolu_p"),
+            "a decision on a request whose call completed must fail with CallEnded, got \
+             {result:?}"
+        );
+    }
+    assert_eq!(
+        ok(store.run(&run_id).await, "run").last_seq,
+        5,
+        "nothing written"
+    );
+
+    ok(
+        store
+            .append(
+                &lease,
+                5,
+                vec![
+                    model_wants_bash("toolu_q", "pip install x"),
+                    tool_started("toolu_q"),
+                    asked(Some("toolu_q")),
+                ],
+            )
+            .await,
+        "the next call asks again",
+    );
+    let decided = ok(
+        store
+            .decide_approval(&run_id, decision("host:pypi.org", true, "ana"))
+            .await,
+        "decide the new request while its call runs",
+    );
+    assert_eq!(decided.seq, 9);
+
+    // Outside any call (a process a command left running): no call to end.
+    let (run_id, _, lease) = new_run(store, "a server in the background").await;
+    ok(
+        store
+            .append(
+                &lease,
+                1,
+                vec![
+                    model_wants_bash("toolu_s", "./serve &"),
+                    tool_started("toolu_s"),
+                    tool_completed("toolu_s"),
+                    asked(None),
+                ],
+            )
+            .await,
+        "asked after the call completed, by no call",
+    );
+    ok(
+        store
+            .decide_approval(&run_id, decision("host:pypi.org", false, "ana"))
+            .await,
+        "decide a request of no call",
+    );
+}
+
 pub async fn decision_without_request_is_refused(store: &dyn EventLog) {
     let (run_id, _, _) = new_run(store, "nothing pending").await;
     let (_, _, other_lease) = new_run(store, "someone else's call").await;

@@ -12,7 +12,7 @@ use super::fixtures::{
     HOLDER, TTL, approval_requested, decision, model_wants_bash, ok, run_created, tool_completed,
     tool_started,
 };
-use crate::{ClaimRequest, EventLog, Lease, TestClock};
+use crate::{ClaimRequest, Error, EventLog, Lease, TestClock};
 
 fn host(name: &str) -> EventKind {
     EventKind::HostApprovalRequested(HostApprovalRequested::new(
@@ -134,16 +134,15 @@ pub async fn a_request_of_an_earlier_wait_holds_nothing(store: &dyn EventLog, cl
     ok(store.append(&lease, 3, kinds).await, "to the next approval");
     ok(store.release_lease(&lease).await, "parked");
     clock.advance(std::time::Duration::from_secs(1));
-    ok(
-        store
-            .decide_approval(&run, decision("host:a.test", true, "ana"))
-            .await,
-        "the old host",
-    );
+    // A late decision on the host is refused (its call is over) and changes nothing.
+    let late = store
+        .decide_approval(&run, decision("host:a.test", true, "ana"))
+        .await;
+    assert!(matches!(late, Err(Error::CallEnded { .. })), "{late:?}");
     expect(
         RunStatus::AwaitingApproval,
         &ok(store.run(&run).await, "run"),
-        "a late host decision leaves the run waiting for toolu_c",
+        "the run still waits for toolu_c",
     );
     assert!(ok(store.claim(&claim).await, "claim").is_none());
     ok(
@@ -158,7 +157,8 @@ pub async fn a_request_of_an_earlier_wait_holds_nothing(store: &dyn EventLog, cl
         "toolu_c was all the run waited on",
     );
 
-    // Paused at its budget: a late host decision leaves it paused, and raisable.
+    // Paused at its budget: a late host decision leaves it paused, and raisable. (A
+    // request of no call, which stays decidable: a process a command left running asked.)
     let (run, lease, claim) = running_call(store, "decided while paused").await;
     let reached = EventKind::BudgetReached(BudgetReached {
         reached: vec![BudgetLimit::Tokens],
@@ -172,7 +172,9 @@ pub async fn a_request_of_an_earlier_wait_holds_nothing(store: &dyn EventLog, cl
             ..BudgetLimits::default()
         },
     });
-    let kinds = vec![host("a.test"), tool_completed("toolu_b"), reached];
+    let background =
+        EventKind::HostApprovalRequested(HostApprovalRequested::new("a.test", 443, None));
+    let kinds = vec![tool_completed("toolu_b"), background, reached];
     ok(store.append(&lease, 3, kinds).await, "to the pause");
     ok(store.release_lease(&lease).await, "paused");
     clock.advance(std::time::Duration::from_secs(1));

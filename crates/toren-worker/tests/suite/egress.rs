@@ -401,3 +401,116 @@ async fn a_connection_nobody_answers_in_time_is_refused_and_the_request_stays_op
         .count();
     assert_eq!(requests, 1);
 }
+
+#[tokio::test]
+async fn a_request_whose_call_ended_takes_no_decision_and_the_next_call_asks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("toren.db").display());
+    let store = SqliteStore::open(&url).await.unwrap();
+    let lease = running(&store).await;
+    let run = lease.run_id.clone();
+    let origin = origin().await;
+    let (tx, mut announced) = mpsc::unbounded_channel();
+    // No time to answer while c1 runs.
+    let egress = RunEgress::new(
+        Arc::new(store.clone()),
+        lease.clone(),
+        Arc::new(Announced(tx)),
+        None,
+        Duration::ZERO,
+        Duration::from_millis(10),
+    );
+    egress.set_call(Some(("c1".into(), "pip install x".into())));
+    let (socket, _proxy) = proxy(dir.path(), "a.sock", &egress, origin);
+    let slow = format!("slow.test:{}", origin.port());
+    let (head, body) = connect(&socket, &slow).await;
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert!(body.contains("it stays open while call c1 runs"), "{body}");
+    assert_eq!(
+        announced.recv().await.unwrap().call_id.as_deref(),
+        Some("c1")
+    );
+
+    // c1 ends (its command gave up); the model's next call c2 runs.
+    egress.set_call(None);
+    egress.flush().await;
+    let seq = store.run(&run).await.unwrap().last_seq;
+    let next = vec![
+        EventKind::ToolCompleted(toren_protocol::ToolCompleted {
+            call_id: "c1".into(),
+            output: "connection refused".into(),
+            is_error: true,
+            exit_code: Some(1),
+            truncated: false,
+        }),
+        EventKind::ModelResponded(ModelResponded {
+            message: AssistantMessage {
+                text: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: "c2".into(),
+                    name: "bash".into(),
+                    arguments: serde_json::json!({"command": "pip install x"}),
+                    wire_id: None,
+                }],
+            },
+            stop_reason: "tool_use".into(),
+            usage: Usage::default(),
+            model: "m".into(),
+        }),
+        EventKind::ToolStarted(ToolStarted {
+            call_id: "c2".into(),
+            tool: "bash".into(),
+            attempt: 1,
+            checkpoint: None,
+        }),
+    ];
+    store.append(&lease, seq, next).await.unwrap();
+
+    // A decision on c1's request is refused and writes nothing.
+    let before = store.run(&run).await.unwrap().last_seq;
+    let late = store
+        .decide_approval(&run, decision("slow.test", true))
+        .await;
+    assert!(
+        matches!(&late, Err(toren_store::Error::CallEnded { call, .. }) if call == "c1"),
+        "{late:?}"
+    );
+    assert_eq!(store.run(&run).await.unwrap().last_seq, before);
+
+    // c2 reaches the host: a new request, naming c2, which a decision answers.
+    let resumed = RunEgress::new(
+        Arc::new(store.clone()),
+        lease,
+        Arc::new(Announced(mpsc::unbounded_channel().0)),
+        None,
+        Duration::from_secs(60),
+        Duration::from_millis(10),
+    );
+    resumed.set_call(Some(("c2".into(), "pip install x".into())));
+    let (socket, _proxy) = proxy(dir.path(), "b.sock", &resumed, origin);
+    let held = tokio::spawn({
+        let (socket, slow) = (socket.clone(), slow.clone());
+        async move { connect(&socket, &slow).await }
+    });
+    let asked = loop {
+        let requests: Vec<HostApprovalRequested> = kinds(&store, &run)
+            .await
+            .into_iter()
+            .filter_map(|k| match k {
+                EventKind::HostApprovalRequested(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        if requests.len() == 2 {
+            break requests;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(asked[1].call_id.as_deref(), Some("c2"));
+    store
+        .decide_approval(&run, decision("slow.test", true))
+        .await
+        .unwrap();
+    let (head, _) = held.await.unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}

@@ -34,7 +34,16 @@ pub(crate) async fn decide(
             &actor(&settings.user),
         )
         .await
-        .map_err(|e| Failure::failed(anyhow!(e)))?;
+        // A decision the run cannot take (already decided, nothing pending, a call that a
+        // rewind left behind or, for a host, a command that is over) is the caller's to
+        // fix: exit 2, nothing was written.
+        .map_err(|e| {
+            if e.is_refusal() {
+                Failure::usage(anyhow!(e))
+            } else {
+                Failure::failed(anyhow!(e))
+            }
+        })?;
     {
         eprintln!(
             "{} call {} of run {run_id}",

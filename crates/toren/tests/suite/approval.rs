@@ -207,3 +207,90 @@ fn ctrl_c_while_waiting_exits_130_and_keeps_the_run() {
     assert_eq!(toren.show(&run)["status"], "awaiting_approval");
     assert!(!toren.workspace(&run).join("approved.txt").exists());
 }
+
+#[test]
+fn a_host_request_whose_call_ended_is_refused_with_exit_2_and_nothing_written() {
+    let toren = Toren::new();
+    toren.file(
+        "s.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"pip install x\"}\n  - text: done\n",
+    );
+    toren.agent(
+        "fetcher",
+        "name: fetcher\nmodel: scripted/s.yaml\nsandbox: true\n",
+    );
+    let mut child = toren.spawn(&["run", "fetcher", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    let call = toren.show(&run)["pending_approval"]["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // What a driver writes when the approved command reaches a host the policy asks
+    // about, nobody answers, and the command ends (its connection gave up).
+    let db = toren.dir.path().join("toren").join("toren.db");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        use toren_protocol::{EventKind, HostApprovalRequested, ToolCompleted, ToolStarted};
+        use toren_store::EventLog;
+        let store = toren_store::SqliteStore::open(&format!("sqlite://{}", db.display()))
+            .await
+            .unwrap();
+        let run_id: toren_protocol::RunId = run.parse().unwrap();
+        let decided = toren_protocol::ApprovalDecided {
+            call_id: call.clone(),
+            approved: true,
+            by: "ana".into(),
+            via: "cli".into(),
+            reason: None,
+        };
+        store.decide_approval(&run_id, decided).await.unwrap();
+        let summary = store.run(&run_id).await.unwrap();
+        let dead = summary.lease.unwrap().holder;
+        let lease = store
+            .take_over_lease(&run_id, &dead, "test/1/1", Duration::from_secs(5))
+            .await
+            .unwrap();
+        let kinds = vec![
+            EventKind::ToolStarted(ToolStarted {
+                call_id: call.clone(),
+                tool: "bash".into(),
+                attempt: 1,
+                checkpoint: None,
+            }),
+            EventKind::HostApprovalRequested(HostApprovalRequested::new(
+                "pypi.test",
+                443,
+                Some((call.clone(), "pip install x".into())),
+            )),
+            EventKind::ToolCompleted(ToolCompleted {
+                call_id: call.clone(),
+                output: "connection refused".into(),
+                is_error: true,
+                exit_code: Some(1),
+                truncated: false,
+            }),
+        ];
+        store.append(&lease, summary.last_seq, kinds).await.unwrap();
+        store.release_lease(&lease).await.unwrap();
+    });
+
+    let before = toren.events(&run);
+    assert!(toren.show(&run)["pending_approval"].is_null());
+    for answer in ["approve", "deny"] {
+        let out = toren.run(&[answer, &run, "host:pypi.test"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{answer}: {stderr}");
+        assert!(
+            stderr.contains("host:pypi.test") && stderr.contains("which has ended"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(
+        toren.events(&run),
+        before,
+        "a refused decision writes nothing"
+    );
+}
