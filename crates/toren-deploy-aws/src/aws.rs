@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aws_config::{BehaviorVersion, Region};
+use aws_sdk_cloudformation::config::{ProvideCredentials as _, SharedCredentialsProvider};
 use aws_sdk_cloudformation::error::ProvideErrorMetadata;
 use aws_sdk_cloudformation::types::{Capability, Parameter, Stack, Tag};
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
@@ -28,6 +29,8 @@ pub struct Target {
 pub struct Deployer {
     cfn: aws_sdk_cloudformation::Client,
     sm: aws_sdk_secretsmanager::Client,
+    /// The SDK's credential chain, asked once before the first call.
+    credentials: Option<SharedCredentialsProvider>,
     poll: Duration,
     give_up: Duration,
 }
@@ -55,9 +58,27 @@ impl Deployer {
         Self {
             cfn: aws_sdk_cloudformation::Client::new(&config),
             sm: aws_sdk_secretsmanager::Client::new(&config),
+            credentials: config.credentials_provider(),
             poll: Duration::from_secs(5),
             give_up: Duration::from_secs(3600),
         }
+    }
+
+    /// Fails unless the SDK's chain finds credentials (variables, profile, SSO, instance
+    /// role): without them every call would fail the same way, each with a longer message.
+    async fn require_credentials(&self) -> Result<(), Error> {
+        let Some(provider) = &self.credentials else {
+            return Err(Error::NoCredentials {
+                reason: "the SDK has no credential provider".to_owned(),
+            });
+        };
+        provider
+            .provide_credentials()
+            .await
+            .map(drop)
+            .map_err(|e| Error::NoCredentials {
+                reason: crate::error::causes(&e),
+            })
     }
 
     /// How often a stack under way is looked at (5 s by default).
@@ -77,6 +98,7 @@ impl Deployer {
     ) -> Result<Outcome, Error> {
         let given = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
         let e2b = given(&keys.e2b_api_key).ok_or(Error::MissingKey("E2B_API_KEY"))?;
+        self.require_credentials().await?;
         let stack = &deployment.stack;
         let mut steps = Vec::new();
         let mut arns = BTreeMap::new();
@@ -243,6 +265,7 @@ impl Deployer {
     /// Deletes the stack (RDS leaves its final snapshot) and, with `delete_secrets`,
     /// schedules the secrets for deletion (7 days' recovery window); otherwise keeps them.
     pub async fn delete(&self, stack: &str, delete_secrets: bool) -> Result<Deleted, Error> {
+        self.require_credentials().await?;
         let stack_deleted = if self.stack(stack).await?.is_some() {
             self.cfn
                 .delete_stack()

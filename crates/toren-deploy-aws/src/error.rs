@@ -23,6 +23,9 @@ pub enum Error {
         status: String,
         waited_secs: u64,
     },
+    /// The SDK's credential chain found no AWS credentials.
+    #[error("no AWS credentials: {reason}")]
+    NoCredentials { reason: String },
     /// A key the deployment needs was not given.
     #[error("{0} is not set; export it before deploying (it is stored in Secrets Manager)")]
     MissingKey(&'static str),
@@ -41,6 +44,10 @@ impl Error {
                 "the stack's events say which resource failed: aws cloudformation describe-stack-events",
             ),
             Error::Timeout { .. } => Some("run it again later: it picks up where the stack is"),
+            Error::NoCredentials { .. } => Some(
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE naming a \
+                 profile in ~/.aws/config (`aws configure` writes one), and AWS_REGION",
+            ),
             Error::MissingKey(_) => None,
         }
     }
@@ -57,7 +64,31 @@ where
             service.code().unwrap_or("error"),
             service.message().unwrap_or("no message")
         ),
-        None => aws_sdk_cloudformation::error::DisplayErrorContext(e).to_string(),
+        None => causes(e),
     };
     Error::Aws { action, message }
+}
+
+/// `error` and its causes, each as the first line of its `Display`, joined by `: ` on one
+/// line. The SDK's own report of the chain (`DisplayErrorContext`) ends in the `Debug`
+/// form of the whole error, headers and bodies included, and the credential chain's error
+/// lists every source it tried on lines of their own: neither is for a person's terminal.
+pub(crate) fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let full = cause.to_string();
+        let first = full.lines().next().unwrap_or_default();
+        let text = first
+            .trim_end_matches("Attempted:")
+            .trim_end()
+            .trim_end_matches('.')
+            .to_owned();
+        // Many errors repeat their source in their own message; each thing is said once.
+        if !text.is_empty() && !said.iter().any(|earlier| earlier.contains(&text)) {
+            said.push(text);
+        }
+        next = cause.source();
+    }
+    said.join(": ")
 }

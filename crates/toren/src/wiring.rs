@@ -46,11 +46,12 @@ pub(crate) async fn service_and_chats(
 /// error (exit 2), not silently replaced.
 pub(crate) fn log_filter(server: bool) -> Result<EnvFilter, Failure> {
     // A server says what it does (requests, runs claimed and stopped) unless told otherwise.
-    let directives = if server {
-        Settings::log_filter_or(process_env, SERVER_LOG)
+    let default = if server {
+        SERVER_LOG
     } else {
-        Settings::log_filter(process_env)
+        toren_config::env_vars::TOREN_LOG.default.unwrap_or("warn")
     };
+    let directives = Settings::log_filter_or(process_env, &format!("{default},{QUIET_BY_DEFAULT}"));
     EnvFilter::try_new(&directives).map_err(|e| {
         Failure::usage(anyhow!(
             "{}={directives} is not valid: expected tracing filter directives such as `warn`, \
@@ -62,6 +63,11 @@ pub(crate) fn log_filter(server: bool) -> Result<EnvFilter, Failure> {
 
 /// `toren serve`'s filter when `TOREN_LOG` is unset.
 const SERVER_LOG: &str = "info";
+
+/// Added to the default filter: the AWS SDK warns, with the `Debug` form of each error,
+/// about every credential provider that finds nothing, and `toren deploy-aws` says in
+/// one line why it cannot go on. `TOREN_LOG` set brings them back.
+const QUIET_BY_DEFAULT: &str = "aws_config=error";
 
 /// A variable of this process's environment, as the settings registry reads it.
 fn process_env(name: &str) -> Option<String> {

@@ -100,7 +100,10 @@ fn failure(e: toren_deploy_aws::Error) -> Failure {
         None => anyhow!("{e}"),
     };
     match e {
-        toren_deploy_aws::Error::MissingKey(_) => Failure::usage(error),
+        // What this machine lacks, not what AWS said: a usage error, as a missing key is.
+        toren_deploy_aws::Error::MissingKey(_) | toren_deploy_aws::Error::NoCredentials { .. } => {
+            Failure::usage(error)
+        }
         _ => Failure::failed(error),
     }
 }

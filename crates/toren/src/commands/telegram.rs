@@ -101,6 +101,22 @@ pub(crate) async fn start(
     })))
 }
 
+/// Fails (a usage error) unless the agent of new chats loads: found by name in the agents
+/// directory and valid. Found out at start-up, not when the first person writes and gets
+/// an error instead of an answer.
+fn require_agent(settings: &Settings, telegram: &TelegramSettings) -> Result<(), Failure> {
+    toren_config::find_agent(&telegram.agent, &settings.agents_dir)
+        .map(drop)
+        .map_err(|e| {
+            Failure::usage(anyhow!(e).context(format!(
+                "TOREN_TELEGRAM_AGENT is `{}`, the agent of every new chat, and it cannot be \
+                 loaded from the agents directory {} (TOREN_AGENTS)",
+                telegram.agent,
+                settings.agents_dir.display()
+            )))
+        })
+}
+
 /// The bot and its worker.
 async fn build(
     settings: &Settings,
@@ -113,6 +129,7 @@ async fn build(
     let Some(token) = &telegram.token else {
         return Ok(None);
     };
+    require_agent(settings, telegram)?;
     let api = BotApi::new(&telegram.api_url, token.expose()).map_err(Failure::failed)?;
     let backends = match wiring::configured_backend(settings).await? {
         Some(backend) => {

@@ -198,3 +198,66 @@ fn check_reports_every_error_of_every_file_in_a_directory() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn deploy_aws_without_credentials_says_why_in_one_line() {
+    let toren = Toren::new()
+        .env("E2B_API_KEY", "e2b-test")
+        .env("AWS_REGION", "us-east-1")
+        // Nowhere to send anything, and no instance role to ask for.
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    for args in [
+        &[
+            "deploy-aws",
+            "--image",
+            "img",
+            "--certificate-arn",
+            "arn:cert",
+        ][..],
+        &["deploy-aws", "--delete"][..],
+    ] {
+        let out = toren.run(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "one line, no SDK dumps: {stderr}"
+        );
+        assert!(
+            stderr.starts_with("error: no AWS credentials: "),
+            "{stderr}"
+        );
+        assert!(stderr.contains("AWS_ACCESS_KEY_ID"), "{stderr}");
+        assert!(!stderr.contains('{'), "no Debug forms: {stderr}");
+    }
+}
+
+#[test]
+fn telegram_with_an_agent_that_does_not_exist_fails_at_start() {
+    let toren = Toren::new()
+        .env("TELEGRAM_BOT_TOKEN", "123456:never-sent")
+        .env("TELEGRAM_API_URL", "http://127.0.0.1:9")
+        .env("TOREN_TELEGRAM_USERS", "111")
+        .env("TOREN_TELEGRAM_AGENT", "helper");
+    toren.agent("other", "name: other\nmodel: anthropic/m\n");
+    let mut child = toren.spawn(&["telegram"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("toren telegram kept running with an agent that does not exist");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("TOREN_TELEGRAM_AGENT is `helper`")
+            && stderr.contains(&toren.agents().display().to_string())
+            && stderr.contains("other"),
+        "names the agent, the agents directory and what is there: {stderr}"
+    );
+}
