@@ -284,19 +284,17 @@ fn rewound_already(backend: &str) {
         bash("c1", FIRST),
         bash("c2", SECOND),
         bash("c3", THIRD),
-        Reply::Hang,
     ])
     .unwrap();
     let toren = home(backend, &fake);
-    agent(&toren, "  approval: never\n");
+    agent(&toren, "  approval: always\n");
     let mut child = toren.spawn(&["run", "m", "go"]);
-    let run = toren.wait_for_status(&mut child, "running");
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
     let ws = toren.workspace(&run);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    // The fourth answer never comes: the run waits on the model after the third call.
-    while !ws.join("c.txt").exists() {
-        assert!(Instant::now() < deadline, "the third call never ran");
-        std::thread::sleep(Duration::from_millis(50));
+    for (call, next) in [("c1", "c2"), ("c2", "c3")] {
+        wait_shown(&toren, &mut child, &run, pending_is(call));
+        approve(&toren, &run, call);
+        wait_shown(&toren, &mut child, &run, pending_is(next));
     }
     kill(child);
     let events = toren.events(&run);
@@ -318,8 +316,8 @@ fn ended(backend: &str, end: &str) {
     let mut replies = vec![bash("c1", FIRST), bash("c2", SECOND)];
     match end {
         "completed" => replies.push(Reply::text("finished")),
-        // Cancelled while it waits on the model, nobody driving it.
-        "cancelled" => replies.push(Reply::Hang),
+        // Cancelled while its third call waits for approval, nobody driving it.
+        "cancelled" => replies.push(bash("c3", THIRD)),
         _ => {}
     }
     let fake = FakeOpenAi::start(replies).unwrap();
@@ -345,13 +343,7 @@ fn ended(backend: &str, end: &str) {
         approve(&toren, &run, "c1");
         wait_shown(&toren, &mut child, &run, pending_is("c2"));
         approve(&toren, &run, "c2");
-        let ws = toren.workspace(&run);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !ws.join("b.txt").exists() {
-            assert!(Instant::now() < deadline, "the second call never ran");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        wait_shown(&toren, &mut child, &run, |s| s["status"] == "running");
+        wait_shown(&toren, &mut child, &run, pending_is("c3"));
         kill(child);
         let out = toren.run(&["cancel", &run]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
