@@ -45,12 +45,14 @@ mod hints;
 mod manifest;
 mod prune;
 mod restore;
+mod seed;
 mod store;
 mod walk;
 
 pub use diff::{Change, FileDiff};
 pub use exclude::Exclude;
 pub use manifest::{Entry, EntryKind, Manifest};
+pub use seed::{SeedLimits, Seeded};
 pub use store::{Checkpoint, Stats, Store};
 
 /// What can go wrong reading or writing checkpoints.
@@ -84,6 +86,28 @@ pub enum Error {
     Stopped { id: String },
     #[error("path `{path}` in checkpoint {id} leaves the workspace")]
     BadPath { path: String, id: String },
+    #[error(
+        "{source_dir} is too large to copy into a workspace: {files} files and directories, \
+         {bytes} bytes (at most {max_files} and {max_bytes}); copy a smaller directory (leave \
+         out build output and dependencies, e.g. target/ or node_modules/)"
+    )]
+    SeedTooLarge {
+        source_dir: String,
+        files: u64,
+        bytes: u64,
+        max_files: u64,
+        max_bytes: u64,
+    },
+    #[error(
+        "{source_dir}: the symlink `{path}` points outside it (to `{target}`), which a workspace \
+         cannot hold (the file tools refuse paths that lead out); remove or replace the link, \
+         or copy the directory it points into"
+    )]
+    SeedLinkOutside {
+        source_dir: String,
+        path: String,
+        target: String,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
