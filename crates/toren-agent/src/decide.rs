@@ -219,7 +219,8 @@ fn refuse(call: &ToolCall, output: String) -> Action {
     }
 }
 
-/// What the model is told of a denial.
+/// What the model is told of a denial. The person's reason is a sentence of its own: it
+/// gets a full stop when it ends without one; a blank reason is no reason.
 fn denial(reason: Option<&str>, interrupted: bool) -> String {
     let what = if interrupted {
         "This command was interrupted mid-execution by a restart, so it may already have had \
@@ -227,9 +228,26 @@ fn denial(reason: Option<&str>, interrupted: bool) -> String {
     } else {
         "The human denied this command; it did not run."
     };
-    match reason {
-        Some(reason) => format!("{what} Their reason: {reason}\nAdjust your approach."),
+    match reason.map(str::trim).filter(|reason| !reason.is_empty()) {
+        Some(reason) => format!(
+            "{what} Their reason: {}\nAdjust your approach.",
+            sentence(reason)
+        ),
         None => format!("{what} Adjust your approach or ask what they want."),
+    }
+}
+
+/// `text` ending as a sentence does: as is when its last character (before closing quotes
+/// and brackets) is `.`, `!`, `?` or `…`, else with a full stop.
+fn sentence(text: &str) -> String {
+    let last = text
+        .trim_end_matches(['"', '\'', ')', ']', '\u{201d}', '\u{2019}'])
+        .chars()
+        .last();
+    if matches!(last, Some('.' | '!' | '?' | '\u{2026}')) {
+        text.to_owned()
+    } else {
+        format!("{text}.")
     }
 }
 

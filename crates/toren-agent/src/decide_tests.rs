@@ -163,3 +163,25 @@ fn a_sandbox_instance_is_recorded_once_and_again_when_it_changes() {
     assert_eq!(s.provisioned("docker", "c1".into(), "/w".into()), None);
     assert!(s.provisioned("docker", "c2".into(), "/w".into()).is_some());
 }
+
+#[test]
+fn a_denial_reason_reaches_the_model_as_a_sentence() {
+    let told = |reason: Option<&str>| super::denial(reason, false);
+    assert_eq!(
+        told(Some("do not delete files")),
+        "The human denied this command; it did not run. Their reason: do not delete \
+         files.\nAdjust your approach."
+    );
+    // Already a sentence: left as written.
+    for reason in ["Stop.", "why?", "no!", "\"not that.\"", "wait…"] {
+        assert_eq!(
+            told(Some(reason)),
+            format!(
+                "The human denied this command; it did not run. Their reason: \
+                 {reason}\nAdjust your approach."
+            )
+        );
+    }
+    // Blank is no reason at all.
+    assert_eq!(told(Some("  ")), told(None));
+}

@@ -270,7 +270,7 @@ fn a_denial_is_recorded_as_the_result_without_running() {
             call: bash,
             result: ToolCompleted {
                 call_id: "call_1".into(),
-                output: "The human denied this command; it did not run. Their reason: not now\nAdjust your approach.".into(),
+                output: "The human denied this command; it did not run. Their reason: not now.\nAdjust your approach.".into(),
                 is_error: true,
                 exit_code: None,
                 truncated: false,

@@ -311,7 +311,7 @@ pub const AWS_DEFAULT_REGION: EnvVar = EnvVar {
 
 pub const USER: EnvVar = EnvVar {
     name: "USER",
-    default: Some("$LOGNAME, else unknown"),
+    default: Some("$LOGNAME, else unnamed (no USER or LOGNAME)"),
     description: "Who decides, as recorded in `approval_decided` when a person approves or \
                   denies from this process (`toren approve`, `toren deny`, the terminal \
                   prompt).",

@@ -34,7 +34,7 @@ pub use limits::{MAX_CPU_SECS, MAX_PIDS, MIN_MEMORY, MIN_PIDS};
 pub use lookup::{AGENT_FILE_NAME, AgentEntry, AgentRef, find_agent, list_agents, resolve_agent};
 pub use settings::{
     AGENT_CONCURRENCY_RANGE, APPROVAL_POLL_RANGE, DATABASE_POOL_SIZE_RANGE, LEASE_TTL_RANGE,
-    MAX_TOKENS_RANGE, QueueChoice, SandboxChoice, Secret, Settings,
+    MAX_TOKENS_RANGE, QueueChoice, SandboxChoice, Secret, Settings, UNNAMED_USER,
 };
 pub use telegram::{
     TELEGRAM_API_URL, TELEGRAM_BOT_TOKEN, TOREN_TELEGRAM_AGENT, TOREN_TELEGRAM_GROUPS,

@@ -73,7 +73,8 @@ pub struct Settings {
     /// `TOREN_LOG`: tracing filter directives for diagnostics on stderr. The binary checks
     /// their syntax (this crate does not know tracing's).
     pub log: String,
-    /// Who decides approvals made from this process: `USER`, else `LOGNAME`, else `unknown`.
+    /// Who decides approvals made from this process: `USER`, else `LOGNAME`, else
+    /// [`UNNAMED_USER`].
     pub user: String,
     /// `TOREN_API_ADDR`: where `toren serve` listens.
     pub api_addr: std::net::SocketAddr,
@@ -91,6 +92,11 @@ pub struct Settings {
     /// unlimited.
     pub agent_concurrency: Option<u32>,
 }
+
+/// Who a decision made from this process is recorded as when neither `USER` nor `LOGNAME`
+/// names the person: it says so (with the front door the decision names, `… via cli`)
+/// rather than record a bare `unknown`.
+pub const UNNAMED_USER: &str = "unnamed (no USER or LOGNAME)";
 
 /// The bounds of `TOREN_LEASE_TTL`: under a second the heartbeat (every third of it) would
 /// race the database; a day is already long to wait for a vanished host.
@@ -251,7 +257,7 @@ impl Settings {
             log: Self::log_filter(&lookup),
             user: read(&env_vars::USER)
                 .or_else(|| read(&env_vars::LOGNAME))
-                .unwrap_or_else(|| "unknown".to_owned()),
+                .unwrap_or_else(|| UNNAMED_USER.to_owned()),
             api_addr: socket_addr(&env_vars::TOREN_API_ADDR, read(&env_vars::TOREN_API_ADDR))?,
             api_token: read(&env_vars::TOREN_API_TOKEN).map(Secret::new),
             api_tokens_file: read(&env_vars::TOREN_API_TOKENS_FILE).map(PathBuf::from),

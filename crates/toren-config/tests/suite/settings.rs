@@ -50,7 +50,7 @@ fn defaults_follow_home() {
             max_tokens: 8192,
             approval_poll: Duration::from_millis(200),
             log: "warn".to_owned(),
-            user: "unknown".to_owned(),
+            user: toren_config::UNNAMED_USER.to_owned(),
             api_addr: "127.0.0.1:7420".parse().unwrap(),
             api_token: None,
             api_tokens_file: None,
@@ -374,7 +374,7 @@ fn max_tokens_is_a_positive_whole_number() {
 }
 
 #[test]
-fn the_deciding_user_is_user_else_logname_else_unknown() {
+fn the_deciding_user_is_user_else_logname_else_says_neither_is_set() {
     let user = |vars: &[(&str, &str)]| {
         let mut vars = vars.to_vec();
         vars.push(("HOME", "/h"));
@@ -383,7 +383,8 @@ fn the_deciding_user_is_user_else_logname_else_unknown() {
     assert_eq!(user(&[("USER", "ada"), ("LOGNAME", "lovelace")]), "ada");
     assert_eq!(user(&[("LOGNAME", "lovelace")]), "lovelace");
     assert_eq!(user(&[("USER", ""), ("LOGNAME", "lovelace")]), "lovelace");
-    assert_eq!(user(&[]), "unknown");
+    // Recorded with the front door (`… via cli`): what is known, never a bare `unknown`.
+    assert_eq!(user(&[]), "unnamed (no USER or LOGNAME)");
 }
 
 #[test]

@@ -164,7 +164,7 @@ async fn a_denied_interrupted_command_is_not_run_again_and_the_model_is_told() {
     let result = &results(&events)["call_1"];
     let told = "This command was interrupted mid-execution by a restart, so it may already have \
                 had some of its effects; the human chose not to run it again. Their reason: it \
-                may have sent the mail\nAdjust your approach.";
+                may have sent the mail.\nAdjust your approach.";
     assert_eq!((result.is_error, result.output.as_str()), (true, told));
     // The model's next request carries exactly that as the call's result.
     let requests = home.requests_of("careful");

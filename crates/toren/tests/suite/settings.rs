@@ -94,6 +94,56 @@ fn approve_and_deny_record_user_else_logname() {
 }
 
 #[test]
+fn a_decision_by_nobody_named_says_so_and_a_reason_reaches_the_model_as_a_sentence() {
+    // Neither USER nor LOGNAME (the harness clears the environment), as in a bare container.
+    let toren = Toren::new();
+    careful(&toren);
+    let mut child = toren.spawn(&["run", "careful", "--input", "go"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    wait_for_request(&toren, &run, "call_1");
+    let out = toren.run(&["approve", &run, "call_1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    wait_for_request(&toren, &run, "call_2");
+    let deny = ["deny", &run, "call_2", "--reason", "do not delete files"];
+    let out = toren.run(&deny);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events = toren.events(&run);
+    // The model is told the reason as a sentence of its own.
+    let told = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed" && e["call_id"] == "call_2")
+        .map(|e| e["output"].as_str().unwrap().to_owned());
+    assert_eq!(
+        told.as_deref(),
+        Some(
+            "The human denied this command; it did not run. Their reason: do not delete \
+             files.\nAdjust your approach."
+        )
+    );
+    let unnamed = "unnamed (no USER or LOGNAME)".to_owned();
+    assert_eq!(
+        deciders(&events),
+        [
+            ("call_1".to_owned(), unnamed.clone()),
+            ("call_2".to_owned(), unnamed)
+        ]
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "approval_decided")
+            .all(|e| e["via"] == "cli")
+    );
+    let shown = text(&toren.run(&["events", &run]).stdout);
+    assert!(
+        shown.contains("by unnamed (no USER or LOGNAME) via cli") && !shown.contains("unknown"),
+        "{shown}"
+    );
+}
+
+#[test]
 fn the_terminal_prompt_records_the_same_user() {
     let toren = Toren::new().env("LOGNAME", "ada");
     careful(&toren);
