@@ -241,6 +241,32 @@ async fn without_the_cookie_only_the_sign_in_page_is_shown() {
     assert!(!page.body.contains("<script>"), "no inline script");
 }
 
+/// The sign-in page tells a fresh user where their token is (the file `toren serve` wrote)
+/// and names only environment variables that exist.
+#[tokio::test]
+async fn the_sign_in_page_names_the_token_file_and_only_real_variables() {
+    let home = Home::new().await;
+    let page = get(&home, "/ui/sign-in", None).await;
+    assert!(page.body.contains("~/.toren/api-token"), "{}", page.body);
+    assert!(page.body.contains("TOREN_API_TOKENS_FILE"), "{}", page.body);
+    let mut named = Vec::new();
+    let mut rest = page.body.as_str();
+    while let Some(at) = rest.find("TOREN_") {
+        let word: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        rest = &rest[at + word.len()..];
+        named.push(word);
+    }
+    assert!(named.len() >= 3, "{named:?}");
+    let unknown: Vec<&String> = named
+        .iter()
+        .filter(|n| toren_config::env_vars::lookup(n).is_none())
+        .collect();
+    assert!(unknown.is_empty(), "the page names {unknown:?}");
+}
+
 #[tokio::test]
 async fn state_changing_requests_need_the_csrf_token_and_sign_out_clears_the_cookie() {
     let home = Home::new().await;

@@ -76,12 +76,26 @@ pub(super) fn sign_in(error: Option<&str>, status: StatusCode) -> Response {
         "<form method=\"post\" action=\"/ui/sign-in\" class=\"sign-in\">\
          <label for=\"token\">API token</label>\
          <input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"current-password\" required>\
-         <button type=\"submit\" id=\"sign-in\">Sign in</button></form>\
-         <p class=\"muted\">A token of <code>TOREN_API_TOKEN</code> or <code>TOREN_API_TOKENS</code>; it is kept in an HttpOnly cookie.</p>",
+         <button type=\"submit\" id=\"sign-in\">Sign in</button></form>",
     );
+    body.push_str(&token_help());
     let mut response = layout("Sign in — Toren", None, "sign-in", &body);
     *response.status_mut() = status;
     response
+}
+
+/// Where the sign-in page says a token comes from: the token `toren serve` wrote for a
+/// fresh user on loopback (`$TOREN_HOME/api-token`, by default `~/.toren/api-token`), or
+/// the one the operator gave it. The variables are named from `toren-config`'s table, so
+/// the page cannot name one that does not exist.
+fn token_help() -> String {
+    use toren_config::env_vars::{TOREN_API_TOKEN, TOREN_API_TOKENS_FILE, TOREN_HOME};
+    format!(
+        "<p class=\"muted\" id=\"token-help\">Started with no token configured, <code>toren serve</code> made one and wrote it to <code>~/.toren/api-token</code> (<code>${home}/api-token</code> when <code>{home}</code> is set): paste the contents of that file. Otherwise use the value of <code>{token}</code> or one of the tokens in the <code>name:token</code> lines of the file <code>{file}</code> names. The token is kept in an HttpOnly cookie.</p>",
+        home = TOREN_HOME.name,
+        token = TOREN_API_TOKEN.name,
+        file = TOREN_API_TOKENS_FILE.name,
+    )
 }
 
 /// How many approvals wait, across runs (a session's turns are runs).
