@@ -124,6 +124,59 @@ impl From<toren_runtime::Error> for Problem {
     }
 }
 
+/// The longest rejection text kept as a problem's detail.
+const DETAIL_LIMIT: usize = 1024;
+
+/// Every error the server answers is a problem document: an error response that is not one
+/// yet (an extractor's rejection — a path segment that is not valid UTF-8, a query or a
+/// body that does not parse, a body over the limit — which axum answers as `text/plain`)
+/// is rewritten into one with the same status, its text as the detail. Handlers' own
+/// problems pass untouched.
+pub(crate) async fn rejections_as_problems(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/problem+json"));
+    if is_problem {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    // A rejection's text is a sentence; anything longer than the limit is not read.
+    let text = match axum::body::to_bytes(body, DETAIL_LIMIT * 4).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let mut detail: String = text.chars().take(DETAIL_LIMIT).collect();
+    if detail.is_empty() {
+        detail = status
+            .canonical_reason()
+            .unwrap_or("the request was refused")
+            .to_owned();
+    }
+    let mut problem = Problem::new(status, detail).into_response();
+    // Headers the refusal set (`Allow`, `WWW-Authenticate`, …) stay; the body's own go.
+    let kept = |name: &header::HeaderName| {
+        *name != header::CONTENT_TYPE && *name != header::CONTENT_LENGTH
+    };
+    let headers = problem.headers_mut();
+    for name in parts.headers.keys().filter(|n| kept(n)) {
+        headers.remove(name);
+    }
+    for (name, value) in parts.headers.iter().filter(|(n, _)| kept(n)) {
+        headers.append(name.clone(), value.clone());
+    }
+    problem
+}
+
 /// Any path the API does not have.
 pub(crate) async fn not_found() -> Problem {
     Problem::not_found("no such route")

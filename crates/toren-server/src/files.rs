@@ -4,7 +4,9 @@
 //! workspace is the one pinned when the run or session was made, opened as a capability
 //! ([`toren_sandbox::Workspace`]), and every path is resolved beneath it by the kernel, as
 //! the tools' are: `..`, absolute paths and symlinks that lead out are refused, never
-//! followed. Files over the tools' limit (10 MiB) are refused with 413.
+//! followed. Files over the tools' limit (10 MiB) are refused with 413. Every response
+//! carrying a workspace's content is sandboxed by its Content-Security-Policy and marked
+//! `nosniff` ([`SANDBOX_CSP`]), so a file the agent wrote never runs script in this origin.
 
 use std::path::Path as FsPath;
 
@@ -21,6 +23,12 @@ use crate::AppState;
 use crate::error::Problem;
 use crate::runs::run_id;
 use crate::sessions::find_session;
+
+/// The policy of every response that carries a workspace's content (here and under the web
+/// page's `/ui/api`): the document is sandboxed (an opaque origin, no script, no forms) and
+/// may load nothing, so an HTML or SVG file an agent wrote cannot run as a page of Toren's
+/// origin, whichever front door served it.
+pub(crate) const SANDBOX_CSP: &str = "default-src 'none'; frame-ancestors 'none'; sandbox";
 
 /// The largest file served: the tools' own read limit.
 pub(crate) const FILE_LIMIT: u64 = 10 * 1024 * 1024;
@@ -255,7 +263,7 @@ fn serve_blocking(root: &str, path: &str) -> Result<Response, Problem> {
                 size: info.len,
             })
             .collect();
-        return Ok(Json(entries).into_response());
+        return Ok(sandboxed(Json(entries).into_response()));
     }
     let bytes = workspace
         .read(path, FILE_LIMIT)
@@ -265,11 +273,22 @@ fn serve_blocking(root: &str, path: &str) -> Result<Response, Problem> {
     if let Ok(value) = HeaderValue::from_str(guessed.essence_str()) {
         response.headers_mut().insert(header::CONTENT_TYPE, value);
     }
-    response.headers_mut().insert(
+    Ok(sandboxed(response))
+}
+
+/// `response` with the headers that keep a workspace's content from acting in this origin:
+/// [`SANDBOX_CSP`], and `nosniff` so the type given is the type used.
+fn sandboxed(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(SANDBOX_CSP),
+    );
+    headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    Ok(response)
+    response
 }
 
 /// The client's view of why `path` cannot be served: the sandbox's messages name only the

@@ -85,6 +85,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(error::rejections_as_problems))
         .layer(axum::middleware::from_fn(access_log))
         .with_state(state)
 }

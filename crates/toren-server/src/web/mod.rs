@@ -44,7 +44,7 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 
 /// The policy of what `/ui/api` serves (JSON, event streams, workspace files): nothing it
 /// returns runs as a page of this origin, even an HTML file an agent wrote.
-const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'; sandbox";
+const API_CSP: &str = crate::files::SANDBOX_CSP;
 
 const APP_JS: &str = include_str!("../../web/app.js");
 const APP_CSS: &str = include_str!("../../web/app.css");
