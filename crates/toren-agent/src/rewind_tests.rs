@@ -127,6 +127,7 @@ fn a_session_rewind_turn_restores_then_completes_without_a_model_call() {
             turn: Some(2),
         }),
         forked: None,
+        seeded: None,
     });
     let history = vec![toren_protocol::Message::User {
         text: "earlier".into(),

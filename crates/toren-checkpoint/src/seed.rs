@@ -96,6 +96,30 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Copies the workspace `source` into the empty directory `dest` (taking a run's result
+    /// out), through this store, which should be a scratch one: `source` is checkpointed
+    /// into it and the checkpoint restored into `dest`, so files are read beneath a handle
+    /// and symlinks copied as links, never followed.
+    pub fn export(&self, source: &Path, dest: &Path) -> Result<Seeded> {
+        let walked = walk::walk(source, &Exclude::default())?;
+        let bytes = walked
+            .found
+            .iter()
+            .filter(|f| f.stat.kind == walk::Kind::File)
+            .map(|f| f.stat.size)
+            .sum();
+        let taken = self.checkpoint(source, &Exclude::default())?;
+        self.restore(&taken.id, dest, &Exclude::default())?;
+        Ok(Seeded {
+            checkpoint: taken.id,
+            files: taken.stats.entries as u64,
+            bytes,
+            skipped: walked.skipped,
+        })
+    }
+}
+
 /// Whether the symlink at `path` (relative to the root, `/`-separated) with `target` leads
 /// outside the root: an absolute target, or `..` that climbs above it.
 fn leads_out(path: &str, target: &Path) -> bool {

@@ -44,7 +44,7 @@ pub use message::{AssistantMessage, Message, ToolCall, ToolResult, ToolSpec, Usa
 pub use models::{DEFAULT_CONTEXT_TOKENS, context_window, known_context_window, known_pricing};
 pub use network::{EgressPolicy, HostPattern, HostVerdict};
 pub use origin::{NotRestored, SandboxOrigin};
-pub use rewind::{Forked, Rewound, TurnStart};
+pub use rewind::{Forked, Rewound, TurnStart, WorkspaceSeed};
 pub use secrets::{SECRET_PLACEHOLDER, SecretRule};
 pub use status::{RunStatus, UnknownStatus};
 pub use tool_args::{BASH, BASH_USAGE, BashArgs, decode_args};

@@ -49,6 +49,24 @@ pub struct TurnStart {
     /// This run goes on from a step of a run that had ended (see [`Forked`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked: Option<Forked>,
+    /// The run's workspace began as a copy of a directory or a clone of a repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeded: Option<WorkspaceSeed>,
+}
+
+/// Since v1 (added later; older logs have none). What a run's workspace was filled with
+/// before its `run_created` was written: a person's own project, copied as the
+/// workspace's first checkpoint (a rewind to the run's start gives it back).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceSeed {
+    /// The directory (on the host that created the run) or the repository's URL.
+    pub from: String,
+    /// The checkpoint that holds the copy.
+    pub checkpoint: String,
+    /// Files, directories and symlinks copied.
+    pub files: u64,
+    /// Bytes of file content copied.
+    pub bytes: u64,
 }
 
 /// Since v1 (added later; older logs have none). A run whose log had closed (completed,

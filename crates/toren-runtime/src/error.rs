@@ -110,6 +110,9 @@ impl Error {
             // A rewind refused (a step it cannot go back to, no checkpoint), or a run that a
             // live process drives.
             Self::Worker(toren_worker::Error::Rewind { .. }) => true,
+            // A workspace that cannot start as what was asked (too large, a link out, a
+            // repository the agent may not reach).
+            Self::Worker(toren_worker::Error::Seed { .. }) => true,
             Self::Worker(toren_worker::Error::Store(toren_store::Error::Leased { .. })) => true,
             Self::Workspace(_) | Self::Worker(_) | Self::NoSessions | Self::NoWorkers => false,
         }

@@ -85,6 +85,8 @@ pub struct RunService {
     pub(crate) env: Option<crate::secrets::ProcessEnv>,
     /// The sandbox backends a rewind ends leftover processes through (`with_backends`).
     pub(crate) backends: Arc<dyn toren_worker::Backends>,
+    /// How large a project a new run's workspace may start as (`with_seed_limits`).
+    pub(crate) seed_limits: toren_worker::SeedLimits,
 }
 
 impl RunService {
@@ -103,7 +105,15 @@ impl RunService {
             gone_checked: Arc::default(),
             env: None,
             backends: Arc::new(toren_worker::NoBackends),
+            seed_limits: toren_worker::SeedLimits::default(),
         }
+    }
+
+    /// The same service with `limits` on the projects new runs' workspaces start as.
+    #[must_use]
+    pub fn with_seed_limits(mut self, limits: toren_worker::SeedLimits) -> Self {
+        self.seed_limits = limits;
+        self
     }
 
     /// The same service with sessions, kept in `sessions` (see [`crate::sessions`]).
@@ -192,6 +202,88 @@ impl RunService {
         self.store.create_queued(&run_id, created).await?;
         self.notifier.moved(&run_id);
         Ok(run_id)
+    }
+
+    /// As [`RunService::create`], with the run's workspace first filled with `seed` (a
+    /// copy of a directory, or a clone of a repository the agent's network policy lets it
+    /// reach; `toren_worker::seed_workspace`), recorded in its `run_created`
+    /// (`TurnStart::seeded`). Nothing is created when the seed is refused.
+    pub async fn create_seeded(
+        &self,
+        agent: AgentSpec,
+        input: String,
+        holder: &str,
+        seed: &toren_worker::SeedSource,
+    ) -> Result<Created> {
+        let (run_id, created) = self.seeded(agent, input, seed).await?;
+        let policy = created.policy.clone();
+        let (_, lease) = self
+            .store
+            .create_run(&run_id, created, holder, self.settings.lease_ttl)
+            .await?;
+        Ok(Created {
+            run_id,
+            lease,
+            policy,
+        })
+    }
+
+    /// As [`RunService::create_queued`], with the workspace seeded as
+    /// [`RunService::create_seeded`] does.
+    pub async fn create_queued_seeded(
+        &self,
+        agent: AgentSpec,
+        input: String,
+        seed: &toren_worker::SeedSource,
+    ) -> Result<RunId> {
+        let (run_id, created) = self.seeded(agent, input, seed).await?;
+        self.store.create_queued(&run_id, created).await?;
+        self.notifier.moved(&run_id);
+        Ok(run_id)
+    }
+
+    /// [`RunService::pinned`], with the workspace filled with `seed` before anything is
+    /// written (a crash in between leaves an unused directory, never a run with half a
+    /// workspace).
+    async fn seeded(
+        &self,
+        agent: AgentSpec,
+        input: String,
+        seed: &toren_worker::SeedSource,
+    ) -> Result<(RunId, RunCreated)> {
+        let (run_id, mut created) = self.pinned(agent, input, None)?;
+        let Some(policy) = &created.policy else {
+            return Err(toren_worker::Error::Seed {
+                why: format!(
+                    "agent `{}` has no sandbox, so it has no workspace to start as a copy of a                      project; give it one (`sandbox: true` in its agent file)",
+                    created.agent.name
+                ),
+            }
+            .into());
+        };
+        let done = toren_worker::seed_workspace(policy, seed, self.seed_limits).await;
+        let seeded = match done {
+            Ok(seeded) => seeded,
+            Err(e) => {
+                // The unused workspace goes (it was made for this run only).
+                if let Some(ws) = policy.workspace.as_deref().map(std::path::Path::new)
+                    && let Some(run_dir) = ws.parent()
+                {
+                    let _ = std::fs::remove_dir_all(run_dir);
+                }
+                return Err(e.into());
+            }
+        };
+        created.start = Some(toren_protocol::TurnStart {
+            seeded: Some(toren_protocol::WorkspaceSeed {
+                from: seed.label(),
+                checkpoint: seeded.checkpoint,
+                files: seeded.files,
+                bytes: seeded.bytes,
+            }),
+            ..toren_protocol::TurnStart::default()
+        });
+        Ok((run_id, created))
     }
 
     /// A new run's id and its `run_created`: the policy resolved, the workspace made, both

@@ -280,6 +280,7 @@ impl RunService {
                 checkpoint,
                 rewound: None,
                 forked: None,
+                seeded: None,
             }),
         }
     }

@@ -57,6 +57,10 @@ pub enum Error {
     },
     #[error("run {run} cannot be rewound: {why}")]
     Rewind { run: String, why: String },
+    /// A new run's workspace could not be filled with what it was to start from (nothing
+    /// was created).
+    #[error("the run was not created: {why}")]
+    Seed { why: String },
     /// What may still run in the run's sandbox could not be ended before a restore: the
     /// workspace is left alone (a restore already recorded stays due).
     #[error(

@@ -23,6 +23,7 @@ mod redaction;
 pub use redaction::{policy_redactor, redact_log};
 mod restore;
 mod rewind;
+mod seed;
 mod step;
 mod unreplayable;
 
@@ -37,4 +38,6 @@ pub use rewind::{
     Backends, NoBackends, RewindOutcome, complete_rewind_turn, fill_fork_workspace,
     plan as plan_rewind, plan_fork, restore_blocked, restore_if_due, rewind,
 };
+pub use seed::{CLONE_TIMEOUT, SeedSource, seed_workspace};
+pub use toren_checkpoint::SeedLimits;
 pub use unreplayable::fail_if_unreplayable;

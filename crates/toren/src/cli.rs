@@ -51,6 +51,9 @@ pub(crate) enum Command {
     Events(EventsArgs),
     /// Show what changed in a run's workspace between two steps (from its checkpoints).
     Diff(DiffArgs),
+    /// Copy a run's workspace as it is now into a new (or empty) directory: its result,
+    /// taken out whole (`toren diff RUN` gives it as a patch).
+    Export(ExportArgs),
     /// Take a run or a session back to an earlier step: its workspace and its conversation
     /// as they were then (later events stay in the log); `toren resume` continues a run,
     /// the session's next message continues a session.
@@ -219,6 +222,11 @@ pub(crate) struct RunArgs {
     /// The task for the agent, as an option.
     #[arg(long, short)]
     pub(crate) input: Option<String>,
+    /// Start the workspace as a copy of this directory, or a clone of this git repository
+    /// (an https:// URL the agent's network policy lets it reach). Your directory is not
+    /// changed: take the result out with `toren diff RUN` or `toren export RUN DIR`.
+    #[arg(long, value_name = "DIR|URL")]
+    pub(crate) workspace_from: Option<String>,
     /// Print one JSON object {run_id, status, output} on stdout instead of the answer.
     #[arg(long)]
     pub(crate) json: bool,
@@ -331,11 +339,19 @@ pub(crate) struct RewindArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The run: its id, a unique prefix of it, or `last` (the newest run).
+    pub(crate) run: String,
+    /// Where to copy it: a directory that does not exist yet, or an empty one.
+    pub(crate) dir: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct DiffArgs {
     /// The run: its id, a unique prefix of it, or `last` (the newest run).
     pub(crate) run: String,
-    /// The workspace as it was after this step (an event's seq); default: the first
-    /// checkpoint.
+    /// The workspace as it was after this step (an event's seq); default: as it began (the
+    /// project it was seeded with, else its first checkpoint).
     #[arg(long)]
     pub(crate) from: Option<u64>,
     /// The workspace as it was after this step; default: as it is now.

@@ -109,6 +109,7 @@ async fn dispatch(command: Command) -> Result<u8, Failure> {
         Command::Runs(RunsCommand::Show { run, json }) => commands::runs::show(&run, json).await,
         Command::Events(args) => commands::events::events(&args).await,
         Command::Diff(args) => commands::diff::diff(&args).await,
+        Command::Export(args) => commands::diff::export(&args).await,
         Command::Rewind(args) => commands::rewind::rewind(&args).await,
         Command::Approve(args) => commands::approve::decide(&args, true, None).await,
         Command::Deny(args) => commands::approve::decide(&args.target, false, args.reason).await,

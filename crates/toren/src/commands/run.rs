@@ -1,5 +1,5 @@
 //! `toren run AGENT TASK` (or `--input TASK`): create a run through the run service and drive it in
-//! the foreground.
+//! the foreground; `--workspace-from DIR|URL` starts its workspace as a copy of a project.
 
 use anyhow::anyhow;
 
@@ -19,10 +19,29 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let host = Host::new(&agent, policy.as_ref(), &settings, &service).await?;
 
     let input = args.task.or(args.input).unwrap_or_default();
-    let created = service
-        .create(agent.clone(), input, &host.holder())
-        .await
-        .map_err(|e| Failure::failed(anyhow!(e).context("cannot create the run")))?;
+    let created = match &args.workspace_from {
+        Some(from) => service
+            .create_seeded(
+                agent.clone(),
+                input,
+                &host.holder(),
+                &toren_worker::SeedSource::parse(from),
+            )
+            .await
+            .map_err(|e| {
+                // A project that cannot be copied (too large, a link out, a repository the
+                // agent may not reach) is the caller's to fix: exit 2.
+                if e.is_refusal() {
+                    Failure::usage(anyhow!(e))
+                } else {
+                    Failure::failed(anyhow!(e).context("cannot create the run"))
+                }
+            })?,
+        None => service
+            .create(agent.clone(), input, &host.holder())
+            .await
+            .map_err(|e| Failure::failed(anyhow!(e).context("cannot create the run")))?,
+    };
     let sandbox = match &created.policy {
         Some(policy) if settings.sandbox_auto => format!("{} (TOREN_SANDBOX=auto)", policy.backend),
         Some(policy) => policy.backend.clone(),

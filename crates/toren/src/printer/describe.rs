@@ -66,6 +66,19 @@ pub(crate) fn describe(event: &Event) -> String {
                 .as_ref()
                 .and_then(|s| s.checkpoint.as_deref())
                 .map(|id| format!(", checkpoint {id}"))
+                .or_else(|| c
+                    .start
+                    .as_ref()
+                    .and_then(|s| s.seeded.as_ref())
+                    .map(|seed| {
+                        format!(
+                            ", workspace from {} ({} files, {} bytes; checkpoint {})",
+                            visible(&seed.from),
+                            seed.files,
+                            seed.bytes,
+                            seed.checkpoint
+                        )
+                    }))
                 .unwrap_or_default(),
             one_line(&c.input, 120)
         ),

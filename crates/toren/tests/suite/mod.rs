@@ -31,6 +31,7 @@ mod rewind_states;
 mod run_ids;
 mod scripted;
 mod scripts;
+mod seed;
 mod send;
 mod serve;
 mod session_rewind;
