@@ -20,6 +20,11 @@
 //! closed (with its bytes) is buffered and appended as one `egress_connections` event per
 //! batch, at most once per [`FLUSH_EVERY`] while records wait.
 //!
+//! **Redaction**: what either journals or shows — the host (a command can put a granted
+//! value into the name it connects to), the request's id and command, a refusal's reason —
+//! goes through [`crate::redaction::redact_event`] first, with the run's values; the
+//! request is made, looked up, shown and decided in its redacted form.
+//!
 //! Both append while the driver is busy with a tool call; the driver treats those events as
 //! side events (`toren_agent::is_side_event`) and appends its own after them as if nothing
 //! happened, so a model call is never repeated for them.
@@ -35,6 +40,7 @@ use toren_protocol::{
     ApprovalDecided, ConnectionOutcome, EgressConnection, EgressConnections, EventKind,
     HostApprovalRequested, RunId,
 };
+use toren_redact::Redactor;
 use toren_store::{EventLog, Lease};
 
 use crate::{Approver as PersonApprover, Observer};
@@ -61,6 +67,8 @@ struct Inner {
     lease: Lease,
     observer: Arc<dyn Observer>,
     person: Option<Arc<dyn PersonApprover>>,
+    /// The run's values, replaced in everything journaled or shown.
+    redactor: Redactor,
     wait: Duration,
     poll: Duration,
     /// The tool call running now: id and command.
@@ -88,13 +96,15 @@ enum Known {
 
 impl RunEgress {
     /// The approver and recorder of the run `lease` holds. `person` is this process's
-    /// own approver (the terminal prompt), if any; `wait` bounds how long a connection is
-    /// held; `poll` is how often the log is read for a decision.
+    /// own approver (the terminal prompt), if any; `redactor` holds the run's values;
+    /// `wait` bounds how long a connection is held; `poll` is how often the log is read
+    /// for a decision.
     pub fn new(
         store: Arc<dyn EventLog>,
         lease: Lease,
         observer: Arc<dyn Observer>,
         person: Option<Arc<dyn PersonApprover>>,
+        redactor: Redactor,
         wait: Duration,
         poll: Duration,
     ) -> Self {
@@ -104,6 +114,7 @@ impl RunEgress {
                 lease,
                 observer,
                 person,
+                redactor,
                 wait,
                 poll,
                 current: Mutex::new(None),
@@ -149,9 +160,12 @@ impl RunEgress {
     /// it in the batch of a tool call's result); `None` when there are none.
     pub fn take(&self) -> Option<EventKind> {
         let batch = std::mem::take(&mut *lock(&self.inner.journal));
-        (!batch.is_empty()).then_some(EventKind::EgressConnections(EgressConnections {
-            connections: batch,
-        }))
+        (!batch.is_empty()).then(|| {
+            crate::redaction::redact_event(
+                &self.inner.redactor,
+                EventKind::EgressConnections(EgressConnections { connections: batch }),
+            )
+        })
     }
 
     /// Appends the connection records waiting, if any (also done by the flusher).
@@ -287,6 +301,16 @@ impl RunEgress {
         )
     }
 
+    /// `request` as it is journaled, shown and decided: redacted of the run's values.
+    fn redacted(&self, request: HostApprovalRequested) -> HostApprovalRequested {
+        let kind = EventKind::HostApprovalRequested(request.clone());
+        match crate::redaction::redact_event(&self.inner.redactor, kind) {
+            EventKind::HostApprovalRequested(redacted) => redacted,
+            // Not reached: `redact_event` keeps the `type` tag, so the kind comes back.
+            _ => request,
+        }
+    }
+
     fn push(&self, connection: EgressConnection) {
         lock(&self.inner.journal).push(connection);
         self.inner.wake.notify_one();
@@ -300,7 +324,7 @@ impl Approver for RunEgress {
     }
 
     async fn answer(&self, ask: AskRequest) -> Answer {
-        let request = HostApprovalRequested::new(&ask.host, ask.port, self.call());
+        let request = self.redacted(HostApprovalRequested::new(&ask.host, ask.port, self.call()));
         match self.requested(&request).await {
             Ok(Known::Decided(true)) => return Answer::Allow,
             Ok(Known::Decided(false)) => return Answer::Deny,
@@ -378,13 +402,15 @@ impl crate::Worker {
         self
     }
 
-    /// The egress approver and recorder of the run `lease` holds.
-    pub(crate) fn egress_for(&self, lease: &Lease) -> RunEgress {
+    /// The egress approver and recorder of the run `lease` holds, redacting with
+    /// `redactor`.
+    pub(crate) fn egress_for(&self, lease: &Lease, redactor: Redactor) -> RunEgress {
         RunEgress::new(
             Arc::clone(&self.config.store),
             lease.clone(),
             Arc::clone(&self.config.observer),
             self.config.approver.clone(),
+            redactor,
             self.host_approval_wait,
             self.config.approval_poll,
         )

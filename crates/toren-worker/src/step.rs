@@ -198,7 +198,7 @@ impl Worker {
         };
         // Hosts asked about and connections journaled in the run's log.
         if toren_sandbox::egress::proxied(&policy).is_some() {
-            let egress = self.egress_for(run.lease);
+            let egress = self.egress_for(run.lease, self.event_redactor(Some(&policy)));
             hooks.approver = Arc::new(egress.clone());
             hooks.recorder = Arc::new(egress.clone());
             run.egress = Some(egress);
@@ -432,6 +432,12 @@ impl Worker {
         state: &mut RunState,
         kinds: Vec<EventKind>,
     ) -> Result<Appended, Error> {
+        // Every string of every event with the run's values replaced, whatever its kind.
+        let redactor = self.event_redactor(state.policy.as_ref());
+        let kinds: Vec<EventKind> = kinds
+            .into_iter()
+            .map(|kind| crate::redaction::redact_event(&redactor, kind))
+            .collect();
         // Retried after side events only (the egress proxy's records, appended while a
         // tool runs): they change nothing the state machine decides.
         let appended = loop {

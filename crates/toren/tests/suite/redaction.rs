@@ -196,3 +196,47 @@ fn a_value_in_the_models_answer_is_redacted_in_the_stream_the_journal_and_the_ne
         "the next model request holds the value"
     );
 }
+
+#[test]
+fn a_value_in_a_field_no_output_holds_is_redacted_in_every_event_too() {
+    // The model names its call with the value (ids are the provider's): the call id is in
+    // model_responded, tool_started and tool_completed, none of them an output or text.
+    let id = format!("toolu_{VALUE}");
+    let fake = FakeAnthropic::start(vec![
+        Reply::Turn(AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![ToolCall::new(&id, "bash", json!({ "command": "echo hi" }))],
+        }),
+        Reply::text("done"),
+    ])
+    .unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url())
+        .env("MY_TOKEN", VALUE);
+    toren.agent(
+        "namer",
+        "name: namer\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: never\n  \
+         env: [MY_TOKEN]\n",
+    );
+    let out = toren.run(&["run", "namer", "--input", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    let ids: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["call_id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        vec!["toolu_[redacted:MY_TOKEN]", "toolu_[redacted:MY_TOKEN]"],
+        "tool_started and tool_completed"
+    );
+    let journal = serde_json::to_string(&events).unwrap();
+    assert!(
+        !journal.contains(VALUE),
+        "the journal holds the value: {journal}"
+    );
+    let shown = text(&toren.run(&["runs", "show", &run]).stdout);
+    assert!(!shown.contains(VALUE), "{shown}");
+}
