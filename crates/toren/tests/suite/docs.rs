@@ -4,8 +4,9 @@
 //! one something in the repository reads, every variable Toren reads is in the README's
 //! configuration table with the default it has, every file a page names is there, every
 //! API route a page names is one the server serves (and the README's table lists them
-//! all), and ARCHITECTURE.md maps every crate. What a test cannot read (a sentence that
-//! says a feature is missing when it is there) is left to review.
+//! all), ARCHITECTURE.md maps every crate and docs/dependencies.md explains every
+//! dependency. What a test cannot read (a sentence that says a feature is missing when it
+//! is there) is left to review.
 //!
 //! An agent file in a page is a fenced block with the info string `yaml agent` (checked as
 //! it is) or `yaml agent-excerpt` (only some keys, checked inside a minimal agent file). A
@@ -620,5 +621,72 @@ fn architecture_maps_every_crate() {
     assert!(
         unmapped.is_empty(),
         "crates without a row in ARCHITECTURE.md's table: {unmapped:?}"
+    );
+}
+
+/// The names a table row's first cell gives in backticks, leaving out what is in
+/// parentheses (features: `axum` (`query` too)).
+fn first_cell_names(row: &str) -> Vec<String> {
+    let first = row
+        .trim_start_matches("| ")
+        .split(" | ")
+        .next()
+        .unwrap_or_default();
+    let mut outside = String::new();
+    let mut depth = 0usize;
+    for c in first.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => outside.push(c),
+            _ => {}
+        }
+    }
+    outside
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_dependency_has_its_reason_in_docs_dependencies() {
+    let manifest = read(&repo_root().join("Cargo.toml"));
+    let section = manifest
+        .split("\n[workspace.dependencies]\n")
+        .nth(1)
+        .expect("the root Cargo.toml has [workspace.dependencies]");
+    let section = section.split("\n[").next().unwrap();
+    let dependencies: Vec<&str> = section
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(name, _)| name.trim()))
+        .filter(|name| !name.is_empty() && !name.starts_with('#') && !name.starts_with("toren"))
+        .collect();
+    assert!(
+        dependencies.len() > 20,
+        "read the dependencies: {dependencies:?}"
+    );
+    let page = read(&repo_root().join("docs/dependencies.md"));
+    let named: Vec<String> = page
+        .lines()
+        .filter(|line| line.starts_with("| "))
+        .flat_map(first_cell_names)
+        .collect();
+    let unexplained: Vec<&&str> = dependencies
+        .iter()
+        .filter(|dep| !named.iter().any(|name| name == *dep))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "workspace dependencies docs/dependencies.md does not explain: {unexplained:?}"
+    );
+    let gone: Vec<&String> = named
+        .iter()
+        .filter(|name| !dependencies.contains(&name.as_str()))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "docs/dependencies.md explains crates the workspace does not depend on: {gone:?}"
     );
 }
