@@ -4,9 +4,10 @@
 //! one something in the repository reads, every variable Toren reads is in the README's
 //! configuration table with the default it has, every file a page names is there, every
 //! API route a page names is one the server serves (and the README's table lists them
-//! all), ARCHITECTURE.md maps every crate and docs/dependencies.md explains every
-//! dependency. What a test cannot read (a sentence that says a feature is missing when it
-//! is there) is left to review.
+//! all), ARCHITECTURE.md maps every crate, docs/dependencies.md explains every dependency,
+//! and the Compose tier's `.env.example` shows every variable its compose file reads. What
+//! a test cannot read (a sentence that says a feature is missing when it is there) is left
+//! to review.
 //!
 //! An agent file in a page is a fenced block with the info string `yaml agent` (checked as
 //! it is) or `yaml agent-excerpt` (only some keys, checked inside a minimal agent file). A
@@ -688,5 +689,30 @@ fn every_dependency_has_its_reason_in_docs_dependencies() {
     assert!(
         gone.is_empty(),
         "docs/dependencies.md explains crates the workspace does not depend on: {gone:?}"
+    );
+}
+
+#[test]
+fn the_compose_env_example_names_every_variable_the_compose_file_reads() {
+    let compose = read(&repo_root().join("deploy/compose/compose.yaml"));
+    let example = read(&repo_root().join("deploy/compose/.env.example"));
+    let mut read_by_compose: Vec<&str> = compose
+        .split("${")
+        .skip(1)
+        .filter_map(|rest| rest.split([':', '}', '-']).next())
+        .collect();
+    read_by_compose.sort_unstable();
+    read_by_compose.dedup();
+    assert!(
+        read_by_compose.contains(&"POSTGRES_PASSWORD"),
+        "read the compose file's variables: {read_by_compose:?}"
+    );
+    let unnamed: Vec<&&str> = read_by_compose
+        .iter()
+        .filter(|name| !example.contains(&format!("{name}=")))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "compose.yaml reads variables .env.example does not show: {unnamed:?}"
     );
 }
