@@ -106,7 +106,10 @@ impl From<toren_runtime::Error> for Problem {
             | toren_runtime::Error::NoSuchLimit { .. }
             | toren_runtime::Error::NothingToRaise { .. }
             | toren_runtime::Error::BadSessionName { .. }
-            | toren_runtime::Error::ReservedSessionName { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            | toren_runtime::Error::ReservedSessionName { .. }
+            | toren_runtime::Error::Worker(toren_worker::Error::Seed { .. }) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             e if e.is_refusal() => StatusCode::CONFLICT,
             // The docker daemon did not answer: the rewind can be asked again once it does.
             toren_runtime::Error::Worker(toren_worker::Error::SandboxUnreachable { .. }) => {
@@ -127,11 +130,12 @@ impl From<toren_runtime::Error> for Problem {
 /// The longest rejection text kept as a problem's detail.
 const DETAIL_LIMIT: usize = 1024;
 
-/// Every error the server answers is a problem document: an error response that is not one
-/// yet (an extractor's rejection — a path segment that is not valid UTF-8, a query or a
-/// body that does not parse, a body over the limit — which axum answers as `text/plain`)
-/// is rewritten into one with the same status, its text as the detail. Handlers' own
-/// problems pass untouched.
+/// Every error the server answers is a problem document: an error response in plain text
+/// (an extractor's rejection — a path segment that is not valid UTF-8, a query or a body
+/// that does not parse, a body over the limit — which axum answers as `text/plain`) or
+/// with no body type is rewritten into one with the same status, its text as the detail.
+/// Handlers' own problems pass untouched, and so does a page meant for a person (the
+/// sign-in page refusing a token is HTML with 401).
 pub(crate) async fn rejections_as_problems(
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -141,12 +145,12 @@ pub(crate) async fn rejections_as_problems(
     if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
-    let is_problem = response
+    let plain = response
         .headers()
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/problem+json"));
-    if is_problem {
+        .map(|v| v.to_str().unwrap_or_default())
+        .is_none_or(|v| v.starts_with("text/plain"));
+    if !plain {
         return response;
     }
     let (parts, body) = response.into_parts();

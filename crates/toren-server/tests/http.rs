@@ -266,6 +266,20 @@ async fn every_refused_request_is_a_problem_document() {
         reply.problem();
     }
 
+    // A page for a person stays a page: the sign-in form refusing a token.
+    let reply = send(
+        addr,
+        &form(b"POST /ui/sign-in HTTP/1.1".to_vec()),
+        b"token=wrong",
+    )
+    .await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(String::from_utf8_lossy(&reply.body).contains("id=\"sign-in-error\""));
+
     // A method a path does not have keeps its `Allow`.
     let reply = send(addr, &bearer("DELETE", "/runs"), b"").await;
     assert_eq!(reply.status, 405);
