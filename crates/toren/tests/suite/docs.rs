@@ -180,7 +180,7 @@ fn every_agent_file_in_the_docs_passes_toren_check() {
 fn api_walkthrough() -> Fence {
     let mut blocks: Vec<Fence> = fenced_blocks(&read(&repo_root().join("README.md")))
         .into_iter()
-        .filter(|fence| fence.body.contains("toren serve &"))
+        .filter(|fence| fence.body.contains(" toren serve &"))
         .collect();
     assert_eq!(blocks.len(), 1, "one walkthrough in the README: {blocks:?}");
     blocks.remove(0)
@@ -190,7 +190,7 @@ fn api_walkthrough() -> Fence {
 fn the_api_walkthrough_works_when_pasted_as_one_block() {
     // As a new user pastes it: one shell, nothing configured but a HOME of its own (the
     // token is made in ~/.toren), run from the repository root. Only the address differs
-    // (a free port instead of 7420), and the sandbox is the local one.
+    // (a free port instead of 7420).
     let walkthrough = api_walkthrough();
     let port = free_port();
     assert!(
@@ -221,7 +221,6 @@ fn the_api_walkthrough_works_when_pasted_as_one_block() {
         .env("PATH", path)
         .env("HOME", &home)
         .env("TOREN_API_ADDR", format!("127.0.0.1:{port}"))
-        .env("TOREN_SANDBOX", "local")
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout).unwrap())
         .stderr(std::fs::File::create(&stderr).unwrap());
