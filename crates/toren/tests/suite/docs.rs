@@ -191,6 +191,16 @@ fn the_api_walkthrough_works_when_pasted_as_one_block() {
     // As a new user pastes it: one shell, nothing configured but a HOME of its own (the
     // token is made in ~/.toren), run from the repository root. Only the address differs
     // (a free port instead of 7420).
+    for tool in ["curl", "jq"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        assert!(
+            found.status.success(),
+            "the walkthrough needs {tool}: scripts/setup installs it"
+        );
+    }
     let walkthrough = api_walkthrough();
     let port = free_port();
     assert!(
