@@ -113,6 +113,8 @@ impl Error {
             // A workspace that cannot start as what was asked (too large, a link out, a
             // repository the agent may not reach).
             Self::Worker(toren_worker::Error::Seed { .. }) => true,
+            // A workspace that is not on this host, or has no checkpoint to compare with.
+            Self::Worker(toren_worker::Error::Diff { .. }) => true,
             Self::Worker(toren_worker::Error::Store(toren_store::Error::Leased { .. })) => true,
             Self::Workspace(_) | Self::Worker(_) | Self::NoSessions | Self::NoWorkers => false,
         }

@@ -89,6 +89,18 @@ impl RunService {
         Ok(outcome)
     }
 
+    /// What changed in `run`'s workspace between steps `from` and `to` (defaults: as it
+    /// began, and now), as a patch `git apply` takes (`toren_worker::workspace_diff`).
+    pub async fn workspace_diff(
+        &self,
+        run: &RunId,
+        from: Option<u64>,
+        to: Option<u64>,
+    ) -> Result<String> {
+        let events = self.store().read(run, 0).await?;
+        Ok(toren_worker::workspace_diff(&events, from, to).await?)
+    }
+
     /// Creates a new run going on from step `to` of `run`, which has ended (see the module
     /// doc): the same agent spec, input and channel, a workspace of its own filled from the
     /// step's checkpoint, the conversation up to the step; its budget starts afresh.

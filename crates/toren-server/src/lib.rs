@@ -98,6 +98,7 @@ fn guarded_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(runs::get))
         .routes(routes!(runs::cancel))
         .routes(routes!(rewind::rewind))
+        .routes(routes!(rewind::diff))
         .routes(routes!(budget::raise))
         .routes(routes!(events::events))
         .routes(routes!(runs::approvals))

@@ -7,8 +7,10 @@
 //! a step it cannot go back to, and when the workspace at that step is not known.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use toren_runtime::{Actor, WentBack};
 use utoipa::ToSchema;
@@ -99,4 +101,60 @@ pub(crate) async fn rewind(
         },
     };
     Ok(Json(body))
+}
+
+/// The steps to compare (`GET /runs/{id}/diff`).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DiffQuery {
+    /// The workspace as it was after this step (an event's seq); default: as it began (the
+    /// project it was seeded with, else its first checkpoint).
+    from: Option<u64>,
+    /// The workspace as it was after this step; default: as it is now.
+    to: Option<u64>,
+}
+
+/// What changed in a run's workspace: a unified diff with `a/` and `b/` paths that `git
+/// apply` takes (binary files, directories, symlinks and modes as one line each), served
+/// as a download.
+#[utoipa::path(
+    get,
+    path = "/runs/{id}/diff",
+    operation_id = "run_diff",
+    tag = "runs",
+    params(("id" = String, Path, description = "The run's id"), DiffQuery),
+    responses(
+        (status = 200, description = "The patch", content_type = "text/x-diff", body = String),
+        (status = 400, description = "A parameter is not a whole number, or is unknown"),
+        (status = 404, description = "No such run"),
+        (status = 409, description = "The run's workspace is not on this host (an e2b sandbox), it has none, or it has no checkpoint at that step"),
+    )
+)]
+pub(crate) async fn diff(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<DiffQuery>, QueryRejection>,
+) -> Result<Response, Problem> {
+    let run = run_id(&id)?;
+    let Query(query) = query?;
+    let patch = state
+        .service
+        .workspace_diff(&run, query.from, query.to)
+        .await?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "text/x-diff; charset=utf-8".to_owned(),
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{run}.patch\""),
+            ),
+        ],
+        patch,
+    )
+        .into_response())
 }

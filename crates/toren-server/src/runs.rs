@@ -30,6 +30,12 @@ pub(crate) struct CreateRun {
     agent: String,
     /// The task: the run's first user message.
     input: String,
+    /// A git repository to start the workspace as a clone of: an `https://` (or
+    /// `http://`) URL without credentials, whose host the agent's network policy lets it
+    /// reach. A directory is not taken here (it would be read from the server's disk):
+    /// `toren run --workspace-from DIR` copies one on the machine it runs on.
+    #[serde(default)]
+    workspace_from: Option<String>,
 }
 
 /// `GET /runs`'s parameters, for the document: `listing.rs` reads them (`status` may
@@ -323,7 +329,7 @@ fn actor(caller: &Caller) -> Actor {
         (status = 409, description = "The run cannot be made now"),
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
-        (status = 422, description = "A member is missing, unknown or of the wrong type; the agent is named by a path; or its sandbox cannot be had (an injected secret the agent needs is not set where its runs are driven: the detail names it)"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type; the agent is named by a path; its sandbox cannot be had (an injected secret the agent needs is not set where its runs are driven: the detail names it); or its workspace cannot start from `workspace_from` (not an https URL, credentials in it, a host the agent's network policy does not reach, a clone that failed or is too large)"),
     )
 )]
 pub(crate) async fn create(
@@ -334,7 +340,20 @@ pub(crate) async fn create(
     let spec = agent(&state, &body.agent)?;
     let service = &state.service;
     // Queued, in one write: any worker may claim it.
-    let run_id = service.create_queued(spec, body.input).await?;
+    let run_id = match body.workspace_from {
+        Some(from) => match toren_worker::SeedSource::parse(&from) {
+            toren_worker::SeedSource::Dir(_) => {
+                return Err(Problem::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "`workspace_from` takes a git repository's https:// URL: a directory would be \
+                     read from the server's own disk (copy one with `toren run --workspace-from \
+                     DIR` on the machine where it is)",
+                ));
+            }
+            git => service.create_queued_seeded(spec, body.input, &git).await?,
+        },
+        None => service.create_queued(spec, body.input).await?,
+    };
     let summary = service.summary(&run_id).await?;
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&summary))).into_response())
 }

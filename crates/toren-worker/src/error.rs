@@ -61,6 +61,8 @@ pub enum Error {
     /// was created).
     #[error("the run was not created: {why}")]
     Seed { why: String },
+    #[error("run {run}'s workspace cannot be compared: {why}")]
+    Diff { run: String, why: String },
     /// What may still run in the run's sandbox could not be ended before a restore: the
     /// workspace is left alone (a restore already recorded stays due).
     #[error(

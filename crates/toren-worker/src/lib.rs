@@ -14,6 +14,7 @@
 mod approval;
 mod budget;
 mod checkpoints;
+mod diff;
 mod driver;
 mod egress;
 mod error;
@@ -30,6 +31,7 @@ mod unreplayable;
 pub mod holder;
 
 pub use checkpoints::{checkpoint_policy, checkpoint_restorable, checkpoint_workspace};
+pub use diff::{host_workspace, workspace_diff};
 pub use driver::{Outcome, Worker, WorkerConfig};
 pub use egress::{FLUSH_EVERY, HOST_APPROVAL_WAIT, RunEgress};
 pub use error::Error;
