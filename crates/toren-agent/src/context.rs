@@ -358,11 +358,12 @@ pub(crate) fn note(left_out: &[Message]) -> String {
         .iter()
         .filter(|m| matches!(m, Message::User { .. }))
         .count();
+    let were = if left_out.len() == 1 { "was" } else { "were" };
     let mut text = format!(
-        "[Toren: {} earlier message(s) were left out here to fit the context window ({} tool \
-         call(s), {users} message(s) from the user).",
-        left_out.len(),
-        calls.len()
+        "[Toren: {} {were} left out here to fit the context window ({}, {} from the user).",
+        toren_display::count(left_out.len(), "earlier message", "earlier messages"),
+        toren_display::count(calls.len(), "tool call", "tool calls"),
+        toren_display::count(users, "message", "messages")
     );
     if !calls.is_empty() {
         let shown = calls.len().min(NOTE_CALLS);

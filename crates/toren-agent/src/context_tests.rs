@@ -185,8 +185,8 @@ fn old_exchanges_are_left_out_whole_with_a_note_of_their_calls() {
     };
     let dropped_calls = (end as usize - 1) / 2;
     let mut want = format!(
-        "[Toren: {} earlier message(s) were left out here to fit the context window \
-         ({dropped_calls} tool call(s), 0 message(s) from the user). The last calls, oldest first:",
+        "[Toren: {} earlier messages were left out here to fit the context window \
+         ({dropped_calls} tool calls, 0 messages from the user). The last calls, oldest first:",
         end - 1
     );
     for n in dropped_calls - 9..=dropped_calls {

@@ -21,5 +21,5 @@ mod render;
 
 pub use classify::{is_hidden, marker};
 pub use json::escape_json;
-pub use number::thousands;
+pub use number::{count, thousands};
 pub use render::{findings, hidden_count, visible, visible_lines};

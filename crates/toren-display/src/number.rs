@@ -1,5 +1,15 @@
 //! Numbers for people.
 
+use std::fmt::Display;
+
+/// `n` with the noun that agrees with it: `1 line`, `0 lines`, `2 lines`. `many` is the
+/// plural as written (`matches`, `replies`), so no rule of English is guessed at; a count
+/// shown to a person never reads `1 lines` or `line(s)`.
+pub fn count<N: Display + PartialEq + From<u8>>(n: N, one: &str, many: &str) -> String {
+    let noun = if n == N::from(1) { one } else { many };
+    format!("{n} {noun}")
+}
+
 /// `48213` as `48,213`.
 pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -15,7 +25,14 @@ pub fn thousands(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::thousands;
+    use super::{count, thousands};
+
+    #[test]
+    fn a_count_agrees_with_its_noun() {
+        assert_eq!(count(1_usize, "line", "lines"), "1 line");
+        assert_eq!(count(0_u32, "line", "lines"), "0 lines");
+        assert_eq!(count(2_u64, "match", "matches"), "2 matches");
+    }
 
     #[test]
     fn groups_of_three_from_the_right() {

@@ -151,7 +151,14 @@ fn edit(ws: &dyn Files, limit: u64, args: &EditArgs) -> Result<ToolOutcome, tore
     if size > limit {
         return Ok(over_limit(
             path,
-            &format!("replacing {matches} occurrence(s) would make"),
+            &format!(
+                "replacing {matches} {} would make",
+                if matches == 1 {
+                    "occurrence"
+                } else {
+                    "occurrences"
+                }
+            ),
             size,
             limit,
         ));

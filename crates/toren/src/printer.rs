@@ -84,9 +84,10 @@ pub(crate) fn resuming(state: &RunState, events: &[Event]) {
         visible(&state.agent.model)
     );
     say!(
-        "  replayed from the log: {} event(s), {} model answer(s), {completed} completed tool call(s); none is repeated",
-        events.len(),
-        state.turns
+        "  replayed from the log: {}, {}, {}; none is repeated",
+        toren_display::count(events.len(), "event", "events"),
+        toren_display::count(state.turns, "model answer", "model answers"),
+        toren_display::count(completed, "completed tool call", "completed tool calls")
     );
     match state.next_action() {
         Action::RunTool { call, attempt, .. } if attempt > 1 => say!(
@@ -201,7 +202,12 @@ pub(crate) fn command_line(command: &str, max: usize) -> String {
     };
     shown = visible(&shown).into_owned();
     if let n @ 1.. = hidden_count(command) {
-        shown.push_str(&format!("  [⚠ {n} hidden or control character(s)]"));
+        let n = toren_display::count(
+            n,
+            "hidden or control character",
+            "hidden or control characters",
+        );
+        shown.push_str(&format!("  [⚠ {n}]"));
     }
     shown
 }
@@ -461,7 +467,7 @@ mod tests {
     fn one_line_forms_mark_newlines_and_controls() {
         assert_eq!(
             command_line("echo a\necho b\u{1b}[2K", 160),
-            "echo a⟨LF⟩echo b⟨ESC⟩[2K  [⚠ 1 hidden or control character(s)]"
+            "echo a⟨LF⟩echo b⟨ESC⟩[2K  [⚠ 1 hidden or control character]"
         );
         assert_eq!(one_line("a \n\t b\r\u{85}", 160), "a b⟨CR⟩⟨U+0085⟩");
     }

@@ -262,10 +262,10 @@ impl Bot {
             Err(e) => return escape_html(&visible(&e.to_string())),
         };
         let mut text = format!(
-            "Session <code>{}</code>, agent <b>{}</b>, {} turn(s).",
+            "Session <code>{}</code>, agent <b>{}</b>, {}.",
             escape_html(&session.name),
             escape_html(&visible(&session.agent.name)),
-            view.turns.len()
+            toren_display::count(view.turns.len(), "turn", "turns")
         );
         if let Some(last) = view.turns.last() {
             text.push_str(&format!(

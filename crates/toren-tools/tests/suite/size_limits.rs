@@ -67,7 +67,7 @@ async fn edits_whose_result_would_exceed_the_limit_are_refused() {
     assert_eq!(
         out,
         err(&over(
-            "replacing 1000 occurrence(s) would make `many.txt` 2000 bytes"
+            "replacing 1000 occurrences would make `many.txt` 2000 bytes"
         ))
     );
     assert_eq!(f.read("many.txt"), "a".repeat(1000), "unchanged");
@@ -87,7 +87,7 @@ async fn edits_whose_result_would_exceed_the_limit_are_refused() {
     assert_eq!(
         out,
         err(&over(
-            "replacing 1 occurrence(s) would make `one.txt` 1001 bytes"
+            "replacing 1 occurrence would make `one.txt` 1001 bytes"
         ))
     );
 }

@@ -140,9 +140,9 @@ impl Chat {
         }
         let turns = conversation.last().map_or(0, |(t, _)| *t);
         say!(
-            "session {} ({} turn(s) so far); where it stopped:",
+            "session {} ({} so far); where it stopped:",
             self.session.name,
-            turns
+            toren_display::count(turns, "turn", "turns")
         );
         let exchanges: Vec<&Message> = conversation
             .iter()

@@ -173,11 +173,11 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
     let compaction = state.compaction();
     if compaction.compactions() > 0 {
         println!(
-            "context    {} compaction(s) to fit {} tokens: {} tool output(s) stubbed, {} message(s) left out",
-            compaction.compactions(),
+            "context    {} to fit {} tokens: {} stubbed, {} left out",
+            toren_display::count(compaction.compactions(), "compaction", "compactions"),
             toren_display::thousands(u64::from(state.agent.context_window())),
-            compaction.stubbed_outputs(),
-            compaction.dropped_messages()
+            toren_display::count(compaction.stubbed_outputs(), "tool output", "tool outputs"),
+            toren_display::count(compaction.dropped_messages(), "message", "messages")
         );
     }
     println!("events     {}", summary.last_seq);
@@ -286,9 +286,10 @@ pub(crate) fn usage_line(usage: Usage, calls: u32) -> String {
         format!(" ({})", cache.join(", "))
     };
     format!(
-        "{} input tokens{cache}, {} output tokens in {calls} model call(s)",
+        "{} input tokens{cache}, {} output tokens in {}",
         toren_display::thousands(usage.input_tokens),
-        toren_display::thousands(usage.output_tokens)
+        toren_display::thousands(usage.output_tokens),
+        toren_display::count(calls, "model call", "model calls")
     )
 }
 

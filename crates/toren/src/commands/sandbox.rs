@@ -237,8 +237,8 @@ pub(crate) async fn reap(dry_run: bool) -> Result<u8, Failure> {
     }
     {
         eprintln!(
-            "{} container(s) {}; workspaces are never deleted",
-            actions.len(),
+            "{} {}; workspaces are never deleted",
+            toren_display::count(actions.len(), "container", "containers"),
             if dry_run {
                 "would be removed"
             } else {

@@ -69,12 +69,15 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
         .map_err(Failure::usage)?;
     let local = listener.local_addr().map_err(Failure::failed)?;
     eprintln!(
-        "toren serve: listening on http://{local} ({} workers, sandbox: {})",
-        args.workers,
+        "toren serve: listening on http://{local} ({}, sandbox: {})",
+        toren_display::count(args.workers, "worker", "workers"),
         backends.first().map_or("none", |b| b.name())
     );
     match &source {
-        tokens::Source::Configured(n) => eprintln!("toren serve: {n} API token(s) configured"),
+        tokens::Source::Configured(n) => eprintln!(
+            "toren serve: {} configured",
+            toren_display::count(*n, "API token", "API tokens")
+        ),
         tokens::Source::Generated(path) => eprintln!(
             "toren serve: API token in {} (send `Authorization: Bearer $(cat {})`)",
             path.display(),

@@ -54,9 +54,9 @@ pub(crate) async fn telegram(args: &TelegramArgs) -> Result<u8, Failure> {
     }
     let _ = args;
     eprintln!(
-        "toren telegram: bot {} polling for {} allowed user(s), agent {}",
+        "toren telegram: bot {} polling for {}, agent {}",
         toren_telegram::bot_id(telegram.token.as_ref().map_or("", |t| t.expose())),
-        telegram.users.len(),
+        toren_display::count(telegram.users.len(), "allowed user", "allowed users"),
         telegram.agent
     );
     let signals = tokio::spawn(stop_on_signal(stop.clone()));
@@ -89,8 +89,8 @@ pub(crate) async fn start(
         return Ok(None);
     };
     eprintln!(
-        "toren serve: Telegram bot on for {} allowed user(s)",
-        telegram.users.len()
+        "toren serve: Telegram bot on for {}",
+        toren_display::count(telegram.users.len(), "allowed user", "allowed users")
     );
     let stop = stop.clone();
     Ok(Some(tokio::spawn(async move {

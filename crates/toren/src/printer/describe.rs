@@ -72,9 +72,9 @@ pub(crate) fn describe(event: &Event) -> String {
                     .and_then(|s| s.seeded.as_ref())
                     .map(|seed| {
                         format!(
-                            ", workspace from {} ({} files, {} bytes; checkpoint {})",
+                            ", workspace from {} ({}, {} bytes; checkpoint {})",
                             visible(&seed.from),
-                            seed.files,
+                            toren_display::count(seed.files, "file", "files"),
                             seed.bytes,
                             seed.checkpoint
                         )
@@ -90,10 +90,10 @@ pub(crate) fn describe(event: &Event) -> String {
                 .map(|c| format!("{} {}", c.name, c.id))
                 .collect();
             format!(
-                "{} tokens in/{} out, {} tool call(s) [{}]: {}",
+                "{} tokens in/{} out, {} [{}]: {}",
                 m.usage.input_tokens,
                 m.usage.output_tokens,
-                calls.len(),
+                toren_display::count(calls.len(), "tool call", "tool calls"),
                 calls.join(", "),
                 one_line(&m.message.text, 100)
             )
@@ -221,9 +221,9 @@ fn compacted(c: &toren_protocol::ContextCompacted) -> String {
         .map(|r| r.end.saturating_sub(r.start))
         .sum();
     let mut line = format!(
-        "{} tool output(s) stubbed, {left_out} message(s) left out to fit the context window \
-         of {} tokens (estimate {} -> {})",
-        c.stubbed.len(),
+        "{} stubbed, {} left out to fit the context window of {} tokens (estimate {} -> {})",
+        toren_display::count(c.stubbed.len(), "tool output", "tool outputs"),
+        toren_display::count(left_out, "message", "messages"),
         c.context_tokens,
         c.estimated_before,
         c.estimated_after

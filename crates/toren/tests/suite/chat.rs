@@ -167,6 +167,13 @@ fn a_chat_with_pipes_reads_a_message_per_line_and_exits_at_the_end() {
     assert_eq!(text(&out.stdout), "It says: second draft.\n");
     check_conversation_carried(&fake);
 
+    // `/history` counts each result's lines in words that agree with the count.
+    let out = chat_piped(&toren, &["chat", "piped"], "/history\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let history = text(&out.stdout);
+    assert!(history.contains(" (1 line)\n"), "{history}");
+    assert!(!history.contains("(1 lines)"), "{history}");
+
     // The agent of an existing session cannot be swapped.
     toren.agent("other", "name: other\nmodel: anthropic/claude-sonnet-5\n");
     let out = chat_piped(&toren, &["chat", "piped", "--agent", "other"], "");

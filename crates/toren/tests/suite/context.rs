@@ -232,14 +232,15 @@ fn three_hundred_turns_fit_a_small_window_and_a_resumed_run_sends_the_same_bytes
     let human = text(&a.run(&["runs", "show", &run_a]).stdout);
     assert!(
         human.contains(&format!(
-            "\ncontext    {compactions} compaction(s) to fit 16,000 tokens: "
+            "\ncontext    {} to fit 16,000 tokens: ",
+            toren_display::count(compactions, "compaction", "compactions")
         )),
         "{human}"
     );
     let last = String::from_utf8_lossy(last);
     assert!(
         last.contains("removed to fit the context window")
-            && last.contains("earlier message(s) were left out here"),
+            && last.contains("earlier messages were left out here"),
         "the last request carries stubs and a note"
     );
     // The interrupted run's log is the reference's, event for event (times and ids aside).

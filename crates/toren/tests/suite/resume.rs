@@ -53,7 +53,7 @@ fn an_interrupted_command_is_rerun_and_nothing_else_is_repeated() {
     assert_eq!(text(&out.stdout), "finished\n");
     assert!(stderr.contains("re-running bash call call_2"), "{stderr}");
     assert!(
-        stderr.contains("1 model answer(s), 1 completed tool call(s)"),
+        stderr.contains("1 model answer, 1 completed tool call;"),
         "{stderr}"
     );
 

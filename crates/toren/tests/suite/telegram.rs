@@ -912,10 +912,10 @@ fn agent_new_files_and_status_commands_answer() {
         "{}",
         fresh.text
     );
-    let status = ask(&fake, "/status", "turn(s)");
+    let status = ask(&fake, "/status", "turns.");
     let stderr = stop(child);
     assert!(
-        status.text.contains("agent <b>other</b>, 0 turn(s)."),
+        status.text.contains("agent <b>other</b>, 0 turns."),
         "{}",
         status.text
     );

@@ -61,7 +61,7 @@ fn runs_show_sums_the_usage_of_every_answer() {
     assert!(
         human.contains(
             "\nusage      2,742 input tokens (1,000 read from the cache, 1,000 written to it), \
-             57 output tokens in 3 model call(s)\n"
+             57 output tokens in 3 model calls\n"
         ),
         "{human}"
     );

@@ -195,9 +195,9 @@ impl Chat {
                     for r in results {
                         let mark = if r.is_error { "✗" } else { "✓" };
                         println!(
-                            "[{turn}]   {mark} {} ({} lines)",
+                            "[{turn}]   {mark} {} ({})",
                             visible(&r.call_id),
-                            r.content.lines().count()
+                            toren_display::count(r.content.lines().count(), "line", "lines")
                         );
                     }
                 }
