@@ -87,13 +87,28 @@ impl RunService {
     /// Creates the session `name` of `agent`: its policy resolved and pinned, its workspace
     /// made.
     pub async fn create_session(&self, name: &str, agent: AgentSpec) -> Result<Session> {
-        self.create_named_session(name, agent, false).await
+        self.create_named_session(name, agent, false, None).await
+    }
+
+    /// [`Self::create_session`] with the session's workspace first filled with `seed` (a
+    /// copy of a directory, or a clone of a repository the agent's network policy lets it
+    /// reach: `toren_worker::seed_workspace`). Nothing is created when the seed is
+    /// refused; the first turn's checkpoint holds the copy, so going back to before turn
+    /// 1 gives it back.
+    pub async fn create_session_seeded(
+        &self,
+        name: &str,
+        agent: AgentSpec,
+        seed: &toren_worker::SeedSource,
+    ) -> Result<Session> {
+        self.create_named_session(name, agent, false, Some(seed))
+            .await
     }
 
     /// [`Self::create_session`] for a chat front door, whose own names
     /// ([`CHANNEL_SESSION_PREFIXES`]) only it may take.
     pub async fn create_channel_session(&self, name: &str, agent: AgentSpec) -> Result<Session> {
-        self.create_named_session(name, agent, true).await
+        self.create_named_session(name, agent, true, None).await
     }
 
     async fn create_named_session(
@@ -101,6 +116,7 @@ impl RunService {
         name: &str,
         agent: AgentSpec,
         channel: bool,
+        seed: Option<&toren_worker::SeedSource>,
     ) -> Result<Session> {
         check_name(name, channel)?;
         let store = self.session_store()?;
@@ -115,6 +131,29 @@ impl RunService {
             }
             None => None,
         };
+        if let Some(seed) = seed {
+            let Some(policy) = &policy else {
+                return Err(toren_worker::Error::Seed {
+                    why: format!(
+                        "agent `{}` has no sandbox, so it has no workspace to start as a copy \
+                         of a project; give it one (`sandbox: true` in its agent file)",
+                        agent.name
+                    ),
+                }
+                .into());
+            };
+            if let Err(e) = toren_worker::seed_workspace(policy, seed, self.seed_limits).await {
+                // The unused workspace goes (it was made for this session only).
+                if let Some(dir) = policy
+                    .workspace
+                    .as_deref()
+                    .and_then(|ws| std::path::Path::new(ws).parent())
+                {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                return Err(e.into());
+            }
+        }
         let session = Session {
             id,
             name: name.to_owned(),

@@ -341,21 +341,30 @@ pub(crate) async fn create(
     let service = &state.service;
     // Queued, in one write: any worker may claim it.
     let run_id = match body.workspace_from {
-        Some(from) => match toren_worker::SeedSource::parse(&from) {
-            toren_worker::SeedSource::Dir(_) => {
-                return Err(Problem::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "`workspace_from` takes a git repository's https:// URL: a directory would be \
-                     read from the server's own disk (copy one with `toren run --workspace-from \
-                     DIR` on the machine where it is)",
-                ));
-            }
-            git => service.create_queued_seeded(spec, body.input, &git).await?,
-        },
+        Some(from) => {
+            let seed = git_seed(&from)?;
+            service
+                .create_queued_seeded(spec, body.input, &seed)
+                .await?
+        }
         None => service.create_queued(spec, body.input).await?,
     };
     let summary = service.summary(&run_id).await?;
     Ok((StatusCode::ACCEPTED, Json(RunBody::from(&summary))).into_response())
+}
+
+/// `workspace_from` as the API takes it: a git repository's URL only, never a directory,
+/// which would be read from the server's own disk.
+pub(crate) fn git_seed(from: &str) -> Result<toren_worker::SeedSource, Problem> {
+    match toren_worker::SeedSource::parse(from) {
+        toren_worker::SeedSource::Dir(_) => Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`workspace_from` takes a git repository's https:// URL: a directory would be read \
+             from the server's own disk (copy one with `toren run --workspace-from DIR` on the \
+             machine where it is)",
+        )),
+        git => Ok(git),
+    }
 }
 
 /// Who holds a new run for the moment between its creation and its release (this

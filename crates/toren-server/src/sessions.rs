@@ -29,6 +29,10 @@ pub(crate) struct CreateSession {
     /// made up when none is given.
     #[schema(pattern = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$")]
     name: Option<String>,
+    /// A git repository to start the session's workspace as a clone of, as
+    /// `POST /runs` takes it (an https URL whose host the agent's network policy reaches).
+    #[serde(default)]
+    workspace_from: Option<String>,
 }
 
 /// A message to a session: its next turn's input.
@@ -177,7 +181,7 @@ pub(crate) async fn find_session(state: &AppState, key: &str) -> Result<Session,
         (status = 409, description = "A session of that name exists"),
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
-        (status = 422, description = "A member is missing, unknown or of the wrong type; the name is not valid; the agent is named by a path; or its sandbox cannot be had (an injected secret the agent needs is not set where its runs are driven: the detail names it)"),
+        (status = 422, description = "A member is missing, unknown or of the wrong type; the name is not valid; the agent is named by a path; its sandbox cannot be had (an injected secret the agent needs is not set where its runs are driven: the detail names it); or its workspace cannot start from `workspace_from`"),
     )
 )]
 pub(crate) async fn create(
@@ -189,7 +193,16 @@ pub(crate) async fn create(
     let name = body
         .name
         .unwrap_or_else(|| format!("s-{}", RunId::new().as_str().to_ascii_lowercase()));
-    let session = state.service.create_session(&name, spec).await?;
+    let session = match body.workspace_from {
+        Some(from) => {
+            let seed = crate::runs::git_seed(&from)?;
+            state
+                .service
+                .create_session_seeded(&name, spec, &seed)
+                .await?
+        }
+        None => state.service.create_session(&name, spec).await?,
+    };
     Ok((StatusCode::CREATED, Json(SessionBody::from(&session))).into_response())
 }
 

@@ -180,6 +180,34 @@ async fn a_run_starts_from_a_repository_and_its_result_comes_out_as_a_patch() {
     let runs = home.get("/runs").await.json();
     assert_eq!(runs["runs"].as_array().map(Vec::len), Some(1), "{runs}");
 
+    // A session's workspace starts the same way, and its files are the repository's.
+    let session = home
+        .post(
+            "/sessions",
+            json!({"agent": "open", "name": "proj", "workspace_from": url}),
+        )
+        .await;
+    assert_eq!(session.status, StatusCode::CREATED, "{}", session.text());
+    let file = home.get("/sessions/proj/files/hello.txt").await;
+    assert_eq!(file.status, StatusCode::OK, "{}", file.text());
+    assert_eq!(file.text(), "hello\n");
+    let refused = home
+        .post(
+            "/sessions",
+            json!({"agent": "closed", "name": "shut", "workspace_from": url}),
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        refused.text()
+    );
+    assert_eq!(
+        home.get("/sessions/shut").await.status,
+        StatusCode::NOT_FOUND
+    );
+
     // A run with no sandbox has no workspace to compare.
     home.agent("plain", "turns:\n  - text: \"hi\"\n", false);
     let plain = home.create("plain", "hi").await.json()["id"]
