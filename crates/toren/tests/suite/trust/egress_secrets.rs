@@ -214,6 +214,17 @@ fn in_namespace(backend: &Backend) {
             GREETING.to_owned(),
         ),
         (
+            // Inside the tunnel to the secret's host, an absolute-form request naming it
+            // with another Host gets nothing (a front end routing on Host would hand the
+            // secret to another tenant).
+            "another Host in the secret host's tunnel",
+            sh(format!(
+                "curl -sS -o /dev/null -w 'status=%{{http_code}}' -H 'Host: other.test' \
+                 --request-target https://api.test:{port}/other-host https://api.test:{port}/"
+            )),
+            "status=421".to_owned(),
+        ),
+        (
             "the bundle holds certificates and no key",
             sh("echo certs=$(grep -c 'BEGIN CERTIFICATE' \"$SSL_CERT_FILE\") keys=$(grep -c PRIVATE \"$SSL_CERT_FILE\")".to_owned()),
             "keys=0".to_owned(),
@@ -259,13 +270,14 @@ fn in_namespace(backend: &Backend) {
         );
         count += 1;
     }
-    let files = ran.result(5).output.clone();
+    let files = ran.result(6).output.clone();
     assert_eq!(
         files, "searched\n[exit code: 0]",
         "a file in the sandbox holds the value"
     );
 
-    // The host saw the real value on both requests, and only it.
+    // The host saw the real value on both requests to it, and only it (the request for
+    // another Host never reached it).
     let log = std::fs::read_to_string(certs.join("requests.log")).unwrap();
     let auth: Vec<&str> = log
         .lines()
