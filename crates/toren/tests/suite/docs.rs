@@ -725,3 +725,36 @@ fn the_compose_env_example_names_every_variable_the_compose_file_reads() {
         "compose.yaml reads variables .env.example does not show: {unnamed:?}"
     );
 }
+
+#[test]
+fn every_command_is_in_the_readmes_commands_table() {
+    let out = Toren::new().run(&["--help"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let help = text(&out.stdout);
+    let commands: Vec<&str> = help
+        .split("Commands:\n")
+        .nth(1)
+        .expect("toren --help lists its commands")
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        // A command's line starts two spaces in; its description's continuation further.
+        .filter(|line| line.starts_with("  ") && !line.starts_with("   "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() > 15, "read the commands: {commands:?}");
+    let readme = read(&repo_root().join("README.md"));
+    let table = readme
+        .split("\n## Commands\n")
+        .nth(1)
+        .expect("the README has a Commands section");
+    let table = table.split("\n## ").next().unwrap();
+    let missing: Vec<&&str> = commands
+        .iter()
+        .filter(|name| !table.contains(&format!("`toren {name}")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "commands the README's table does not list: {missing:?}"
+    );
+}
