@@ -379,3 +379,61 @@ async fn file_names_and_contents_from_a_run_are_text_not_markup() {
     );
     assert!(!file.body.contains("<img src=x"), "{}", file.body);
 }
+
+/// The server-rendered pages show what a session's person and model said, a file's name
+/// and its lines through toren-display: every hidden character as its marker, none raw.
+#[tokio::test]
+async fn session_chat_file_names_and_file_lines_show_hidden_characters_as_markers() {
+    let home = Home::new().await;
+    home.agent(
+        "echo",
+        "turns:\n  - tool_calls:\n      - write_file: {path: \"a\\u202Eb.txt\", content: \"one\\u200B\\ntwo\\u001B[2K\\n\"}\n  - text: \"done \\u2066here\"\n",
+        true,
+    );
+    let created = home
+        .post(
+            "/sessions",
+            serde_json::json!({"agent": "echo", "name": "chat"}),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text());
+    let sent = home
+        .post(
+            "/sessions/chat/messages",
+            serde_json::json!({"text": "hi \u{202E}there"}),
+        )
+        .await;
+    assert_eq!(sent.status, StatusCode::ACCEPTED, "{}", sent.text());
+    let run = sent.json()["run"]["id"].as_str().unwrap().to_owned();
+    home.drive(&run).await;
+
+    let page = get(&home, "/ui/sessions/chat", Some(&cookie())).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("hi ⟨U+202E⟩there"), "{}", page.body);
+    assert!(page.body.contains("done ⟨U+2066⟩here"), "{}", page.body);
+    assert!(page.body.contains("a⟨U+202E⟩b.txt"), "{}", page.body);
+
+    let file = get(
+        &home,
+        &format!("/ui/runs/{run}/files/a%E2%80%AEb.txt"),
+        Some(&cookie()),
+    )
+    .await;
+    assert_eq!(file.status, StatusCode::OK, "{}", file.body);
+    assert!(
+        file.body
+            .contains("<li>one⟨U+200B⟩</li><li>two⟨ESC⟩[2K</li>"),
+        "{}",
+        file.body
+    );
+    assert!(
+        file.body.contains("download=\"a⟨U+202E⟩b.txt\""),
+        "{}",
+        file.body
+    );
+    for page in [&page.body, &file.body] {
+        for raw in ['\u{202E}', '\u{2066}', '\u{200B}', '\u{1B}'] {
+            assert!(!page.contains(raw), "{raw:?} raw in {page}");
+        }
+    }
+}

@@ -1,8 +1,32 @@
 // Toren's web page: the live parts. Everything here talks to the JSON API under /ui/api
 // (the sign-in cookie stands for the bearer token; every POST carries the page's CSRF
 // token). Values from runs are only ever put into the page as text (textContent), never
-// as markup.
+// as markup, and always through TorenDisplay (display.js: toren-display's rules, from the
+// server), so a control, invisible or reordering character shows as its marker, as on the
+// terminal: visibleLines for text that keeps its lines, one() for a single-line value.
 "use strict";
+
+const one = (value) => TorenDisplay.visible(value === undefined || value === null ? "" : String(value));
+
+// Puts text into a node as the terminal would show it.
+function say(node, text) {
+  node.textContent = TorenDisplay.visibleLines(text === undefined || text === null ? "" : String(text));
+}
+
+// The words of pages.rs's hidden_warning and attempt_notice, which the approvals page
+// shows (the browser suite checks that both pages say the same).
+function hiddenWarning(what, text) {
+  const n = TorenDisplay.hiddenCount(text);
+  if (n === 0) return "";
+  return "⚠ this " + what + " contains " + n + " hidden or control character" + (n === 1 ? "" : "s") +
+    " (" + TorenDisplay.findings(text).join(" ") + "), shown as ⟨…⟩: read it with care";
+}
+
+function attemptNotice(attempt) {
+  return attempt > 1
+    ? "⚠ attempt " + attempt + ": this command was interrupted mid-execution and asks to run again; it may already have had some of its effects"
+    : "";
+}
 
 const csrf = () => {
   const meta = document.querySelector('meta[name="csrf"]');
@@ -27,7 +51,7 @@ async function post(path, body) {
 function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (text !== undefined && text !== null) say(node, text);
   return node;
 }
 
@@ -47,11 +71,11 @@ const KINDS = Object.keys(STATUS_AFTER);
 function sandboxOrigin(event) {
   const o = event.origin;
   if (!o) return "";
-  if (o.kind === "reconnected") return " — reconnected to " + event.instance + " (same disk)";
+  if (o.kind === "reconnected") return " — reconnected to " + one(event.instance) + " (same disk)";
   if (o.kind === "replaced") {
-    const restored = (o.restored || []).join(", ") || "nothing";
-    const lost = (o.not_restored || []).map((n) => n.path + " (" + n.why + ")").join(", ");
-    return " — " + o.previous + " was lost; new sandbox " + event.instance +
+    const restored = (o.restored || []).map(one).join(", ") || "nothing";
+    const lost = (o.not_restored || []).map((n) => one(n.path) + " (" + one(n.why) + ")").join(", ");
+    return " — " + one(o.previous) + " was lost; new sandbox " + one(event.instance) +
       "; restored: " + restored + (lost ? "; not restored: " + lost : "");
   }
   return "";
@@ -82,15 +106,27 @@ function runPage() {
   const calls = {}; // call id -> {node, started}
   const usage = { input: 0, output: 0 };
   let waitingCall = null;
-  // The open approval requests of the run's current wait (id -> what the panel shows), as
+  // The open approval requests of the run's current wait (id -> what the panel shows:
+  // {text, what, attempt}), as
   // toren_protocol::Waiting folds them: a decision shows the run running only once none is
   // open, and the panel then shows the one still waiting.
   const open = new Map();
   let status = null;
 
-  function showApproval(id, text) {
+  // The panel: the exact text asked about (made visible), a warning when it holds hidden
+  // characters, and the notice when an interrupted call asks again.
+  function showApproval(id, asked) {
     waitingCall = id;
-    document.getElementById("approval-command").textContent = text;
+    say(document.getElementById("approval-command"), asked.text);
+    const notes = [
+      ["approval-warning", hiddenWarning(asked.what, asked.text)],
+      ["approval-attempt", attemptNotice(asked.attempt)],
+    ];
+    for (const [nodeId, note] of notes) {
+      const node = document.getElementById(nodeId);
+      node.textContent = note;
+      node.hidden = note === "";
+    }
     document.getElementById("approval-error").textContent = "";
     approval.hidden = false;
   }
@@ -111,7 +147,7 @@ function runPage() {
     const li = el("li", "event tool");
     li.dataset.call = id;
     const head = el("div", "tool-head");
-    head.append(el("span", "tool-name", name));
+    head.append(el("span", "tool-name", one(name)));
     const command = args && typeof args === "object" && typeof args.command === "string"
       ? args.command : JSON.stringify(args);
     const cmd = el("pre", "command", command);
@@ -127,12 +163,12 @@ function runPage() {
     const seqNode = (li) => { li.dataset.seq = String(event.seq); return li; };
     switch (event.type) {
       case "run_created": {
-        document.getElementById("run-input").textContent = event.input;
+        say(document.getElementById("run-input"), event.input);
         const dl = document.getElementById("policy-list");
         const p = event.policy;
         const rows = p ? [
-          ["backend", p.backend], ["image", p.image || "—"], ["network", p.network ? "on" : "off"],
-          ["approval", p.approval], ["env", (p.env || []).join(", ") || "—"],
+          ["backend", one(p.backend)], ["image", p.image ? one(p.image) : "—"], ["network", p.network ? "on" : "off"],
+          ["approval", one(p.approval)], ["env", (p.env || []).map(one).join(", ") || "—"],
         ] : [["sandbox", "none"]];
         rows.forEach(([k, v]) => { dl.append(el("dt", "", k), el("dd", "", v)); });
         timeline.append(seqNode(el("li", "event muted", "run created")));
@@ -148,18 +184,19 @@ function runPage() {
         usage.output += u.output_tokens || 0;
         document.getElementById("usage").textContent =
           usage.input + " input tokens · " + usage.output + " output tokens";
-        li.append(el("div", "muted", (event.model || "model") + " · " + (u.input_tokens || 0) + " in / " + (u.output_tokens || 0) + " out"));
+        li.append(el("div", "muted", (event.model ? one(event.model) : "model") + " · " + (u.input_tokens || 0) + " in / " + (u.output_tokens || 0) + " out"));
         timeline.append(li);
         (event.message.tool_calls || []).forEach((c) => callNode(c.id, c.name, c.arguments));
         break;
       }
       case "approval_requested": {
         const c = callNode(event.call_id, event.tool, { command: event.command });
-        c.meta.textContent = "waiting for approval";
+        c.meta.textContent = "waiting for approval" + (event.attempt > 1 ? " (attempt " + event.attempt + ")" : "");
         seqNode(c.node);
         open.clear();
-        open.set(event.call_id, event.command);
-        showApproval(event.call_id, event.command);
+        const asked = { text: event.command, what: "command", attempt: event.attempt || 1 };
+        open.set(event.call_id, asked);
+        showApproval(event.call_id, asked);
         break;
       }
       case "host_approval_requested": {
@@ -167,21 +204,22 @@ function runPage() {
         const what = "network access to " + event.host + ":" + event.port +
           (event.call_id ? " (from bash call " + event.call_id + (event.command ? ": " + event.command : "") + ")" : "");
         timeline.append(seqNode(el("li", "event muted", "asks for " + what)));
-        open.set(event.id, what);
-        showApproval(event.id, what);
+        const asked = { text: what, what: "request", attempt: 1 };
+        open.set(event.id, asked);
+        showApproval(event.id, asked);
         break;
       }
       case "egress_connections":
         (event.connections || []).forEach((c) => {
-          const bytes = c.reason ? ": " + c.reason : " (↑" + (c.bytes_up || 0) + " B ↓" + (c.bytes_down || 0) + " B)";
-          timeline.append(seqNode(el("li", "event muted", c.method + " " + c.host + ":" + c.port + " " + c.outcome + bytes)));
+          const bytes = c.reason ? ": " + one(c.reason) : " (↑" + (c.bytes_up || 0) + " B ↓" + (c.bytes_down || 0) + " B)";
+          timeline.append(seqNode(el("li", "event muted", one(c.method) + " " + one(c.host) + ":" + c.port + " " + one(c.outcome) + bytes)));
         });
         break;
       case "approval_decided": {
         const c = calls[event.call_id];
-        const text = (event.approved ? "approved" : "denied") + " by " + event.by + " via " + event.via +
-          (event.reason ? ": " + event.reason : "");
-        if (c) c.meta.textContent = text;
+        const text = (event.approved ? "approved" : "denied") + " by " + one(event.by) + " via " + one(event.via) +
+          (event.reason ? ": " + one(event.reason) : "");
+        if (c) say(c.meta, text);
         timeline.append(seqNode(el("li", "event muted decision", text)));
         open.delete(event.call_id);
         if (waitingCall === event.call_id) {
@@ -196,7 +234,7 @@ function runPage() {
         c.started = at;
         c.meta.textContent = "running" + (event.attempt > 1 ? " (attempt " + event.attempt + ")" : "");
         c.node.classList.add("running");
-        timeline.append(seqNode(el("li", "event muted", "started " + event.tool)));
+        timeline.append(seqNode(el("li", "event muted", "started " + one(event.tool))));
         break;
       }
       case "tool_completed": {
@@ -225,13 +263,13 @@ function runPage() {
       case "run_cancelled":
         // The reason says who, when a person cancelled ("cancelled by ada via api").
         timeline.append(seqNode(el("li", "event final cancelled", event.reason ||
-          "cancelled" + (event.by ? " by " + event.by + (event.via ? " via " + event.via : "") : ""))));
+          "cancelled" + (event.by ? " by " + one(event.by) + (event.via ? " via " + one(event.via) : "") : ""))));
         break;
       case "sandbox_provisioned":
-        timeline.append(seqNode(el("li", "event muted", "sandbox: " + event.backend + sandboxOrigin(event))));
+        timeline.append(seqNode(el("li", "event muted", "sandbox: " + one(event.backend) + sandboxOrigin(event))));
         break;
       case "message_delivered":
-        timeline.append(seqNode(el("li", "event muted", "sent " + event.path + " (" + event.bytes + " bytes) to " + event.channel)));
+        timeline.append(seqNode(el("li", "event muted", "sent " + one(event.path) + " (" + event.bytes + " bytes) to " + one(event.channel))));
         break;
       case "context_compacted":
         timeline.append(seqNode(el("li", "event muted", "context compacted")));
@@ -255,8 +293,8 @@ function runPage() {
         if (event.usd) added.push("$" + event.usd);
         if (event.wall_secs) added.push(event.wall_secs + " s");
         budget.hidden = true;
-        timeline.append(seqNode(el("li", "event muted budget", "budget raised by " + event.by +
-          " via " + event.via + ": +" + added.join(", +"))));
+        timeline.append(seqNode(el("li", "event muted budget", "budget raised by " + one(event.by) +
+          " via " + one(event.via) + ": +" + added.join(", +"))));
         break;
       }
       case "rewound":
@@ -265,7 +303,7 @@ function runPage() {
           (event.by ? " by " + event.by : "") + "; what follows continues from there")));
         break;
       default:
-        timeline.append(seqNode(el("li", "event muted", event.type)));
+        timeline.append(seqNode(el("li", "event muted", one(event.type))));
     }
     foldStatus(event);
     if (TERMINAL.has(STATUS_AFTER[event.type])) {
@@ -292,7 +330,8 @@ function runPage() {
     try {
       const chunk = JSON.parse(message.data).text;
       streaming.hidden = false;
-      streaming.textContent += chunk;
+      // Marked character by character, so a sequence split across chunks is caught.
+      streaming.textContent += TorenDisplay.visibleLines(chunk);
     } catch (_) { /* a malformed chunk is dropped */ }
   });
   source.addEventListener("open", () => { streamState.textContent = "live"; streamState.dataset.state = "live"; });
@@ -312,7 +351,7 @@ function runPage() {
       await post("/ui/api/runs/" + encodeURIComponent(run) + "/approvals/" + encodeURIComponent(waitingCall), body);
       approval.hidden = true;
     } catch (e) {
-      document.getElementById("approval-error").textContent = e.message;
+      say(document.getElementById("approval-error"), e.message);
     }
   };
   document.getElementById("approve").addEventListener("click", () => decide("approve"));
@@ -328,13 +367,13 @@ function runPage() {
       await post("/ui/api/runs/" + encodeURIComponent(run) + "/budget", body);
       budget.hidden = true;
     } catch (e) {
-      document.getElementById("budget-error").textContent = e.message;
+      say(document.getElementById("budget-error"), e.message);
     }
   });
   cancel.addEventListener("click", async () => {
     if (!window.confirm("Cancel this run?")) return;
     try { await post("/ui/api/runs/" + encodeURIComponent(run) + "/cancel", {}); }
-    catch (e) { streamState.textContent = e.message; }
+    catch (e) { say(streamState, e.message); }
   });
 }
 
@@ -380,7 +419,7 @@ function runsPage() {
       const row = rowOf(run.id);
       if (!row) return;
       setStatus(row.querySelector("[data-status]"), run.status);
-      row.querySelector("[data-updated]").textContent = run.updated;
+      say(row.querySelector("[data-updated]"), run.updated);
     });
   });
 }
@@ -401,7 +440,7 @@ function approvalsPage() {
           item.querySelectorAll("button").forEach((b) => { b.disabled = true; });
           item.classList.add("decided");
         } catch (e) {
-          result.textContent = e.message;
+          say(result, e.message);
         }
       });
     });
@@ -422,7 +461,7 @@ function sessionPage() {
       if (run) window.location.href = "/ui/runs/" + encodeURIComponent(run);
       else { result.textContent = "queued: it runs when the current turn ends"; }
     } catch (err) {
-      result.textContent = err.message;
+      say(result, err.message);
     }
   });
   // Rewind: the workspace and the conversation back to before a turn, as one unit.
@@ -436,7 +475,7 @@ function sessionPage() {
         said.textContent = "rewound to before turn " + doc.step + (doc.checkpoint ? " (workspace restored)" : " (workspace unchanged)");
         window.location.reload();
       } catch (err) {
-        said.textContent = err.message;
+        say(said, err.message);
       }
     });
   }

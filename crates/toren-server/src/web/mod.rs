@@ -14,9 +14,12 @@
 //! cookie, a page redirects to the sign-in page and the API answers 401. Every response
 //! carries a Content-Security-Policy that allows only this
 //! origin's script and style (no inline script at all) and no framing; workspace files
-//! reached through `/ui/api` are additionally sandboxed.
+//! reached through `/ui/api` are additionally sandboxed. What came from a model, a sandbox
+//! or a file is shown through `toren_display`, on the server (`pages.rs`) and in the
+//! page's script alike (`display.rs` gives the script toren-display's own table).
 
 mod budget;
+mod display;
 mod html;
 mod live;
 mod origin;
@@ -77,6 +80,7 @@ pub(crate) fn router(state: AppState, api: Router<AppState>) -> Router<AppState>
         .route("/ui", get(root))
         .route("/ui/", get(root))
         .route("/ui/sign-in", get(sign_in_page).post(sign_in))
+        .route("/ui/static/display.js", get(display_js))
         .route("/ui/static/app.js", get(app_js))
         .route("/ui/static/app.css", get(app_css))
         .merge(pages)
@@ -210,6 +214,11 @@ async fn root(State(state): State<AppState>, headers: HeaderMap) -> Redirect {
 
 async fn app_js() -> Response {
     asset(APP_JS, "text/javascript; charset=utf-8")
+}
+
+/// toren-display's rules for the page's script (`display.rs`).
+async fn display_js() -> Response {
+    asset(display::script(), "text/javascript; charset=utf-8")
 }
 
 async fn app_css() -> Response {

@@ -1,6 +1,9 @@
 //! The pages, rendered on the server from the run service (as the API's handlers read it)
 //! with every value escaped; live parts are filled in by `app.js` from the API's event
-//! streams under `/ui/api`.
+//! streams under `/ui/api`. Everything shown that came from a model, a sandbox, a file or
+//! an agent file goes through `toren_display` first, as on the terminal: a control,
+//! invisible or reordering character is shown as its marker (`⟨U+202E⟩`), never raw, and
+//! a command holding any is flagged ([`hidden_warning`]).
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
@@ -11,6 +14,7 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use futures::StreamExt as _;
+use toren_display::{visible, visible_lines};
 use toren_protocol::{EventKind, RunStatus};
 use toren_runtime::ApprovalState;
 use toren_sandbox::{EntryKind, Workspace};
@@ -45,6 +49,9 @@ fn layout(title: &str, signed: Option<&Signed>, page: &str, body: &str) -> Respo
         );
     }
     out.push_str("<link rel=\"stylesheet\" href=\"/ui/static/app.css\">");
+    // display.js first: app.js renders every value through it (deferred scripts run in
+    // document order).
+    out.push_str("<script src=\"/ui/static/display.js\" defer></script>");
     out.push_str("<script src=\"/ui/static/app.js\" defer></script></head>");
     let _ = write!(out, "<body data-page=\"{}\">", esc(page));
     out.push_str("<header><a class=\"brand\" href=\"/ui/runs\">Toren</a>");
@@ -96,6 +103,30 @@ fn token_help() -> String {
         token = TOREN_API_TOKEN.name,
         file = TOREN_API_TOKENS_FILE.name,
     )
+}
+
+/// The warning shown under a command (or a host request: `what`) that holds characters
+/// shown as markers, in the terminal's words; `app.js` words the run page's panel the
+/// same (the browser suite checks both pages).
+pub(crate) fn hidden_warning(what: &str, text: &str) -> Option<String> {
+    let n = toren_display::hidden_count(text);
+    (n > 0).then(|| {
+        format!(
+            "⚠ this {what} contains {n} hidden or control character{} ({}), shown as ⟨…⟩: read it with care",
+            if n == 1 { "" } else { "s" },
+            toren_display::findings(text).join(" ")
+        )
+    })
+}
+
+/// The notice on a call that asks again after an interruption, as the terminal and
+/// Telegram give it: its first attempt may have done part of its work.
+pub(crate) fn attempt_notice(attempt: u32) -> Option<String> {
+    (attempt > 1).then(|| {
+        format!(
+            "⚠ attempt {attempt}: this command was interrupted mid-execution and asks to run again; it may already have had some of its effects"
+        )
+    })
 }
 
 /// How many approvals wait, across runs (a session's turns are runs).
@@ -192,7 +223,7 @@ pub(crate) async fn runs(
             body,
             "<tr data-run=\"{id}\"><td><a href=\"/ui/runs/{}\">{id}</a></td><td>{}</td><td><span class=\"status status-{status}\" data-status>{}</span></td><td>{}</td><td data-updated>{}</td></tr>",
             url(run.id.as_str()),
-            esc(&run.agent),
+            esc(&visible(&run.agent)),
             status.replace('_', " "),
             esc(&short_time(run.created_at)),
             esc(&short_time(run.updated_at)),
@@ -246,7 +277,7 @@ pub(crate) async fn run(
         body,
         "<h1>Run <code>{}</code></h1><p class=\"meta\">Agent <strong>{}</strong> · <span id=\"run-status\" class=\"status status-{status}\">{}</span> · created {}",
         esc(id),
-        esc(&summary.agent),
+        esc(&visible(&summary.agent)),
         status.replace('_', " "),
         esc(&short_time(summary.created_at)),
     );
@@ -256,7 +287,7 @@ pub(crate) async fn run(
             " · turn {} of session <a href=\"/ui/sessions/{}\">{}</a>",
             session.turn,
             url(&session.id),
-            esc(&session.name)
+            esc(&visible(&session.name))
         );
     }
     let _ = write!(
@@ -269,7 +300,7 @@ pub(crate) async fn run(
             ""
         },
     );
-    body.push_str("<section id=\"approval\" class=\"approval\" hidden><h2>Waiting for approval</h2><pre id=\"approval-command\"></pre><input id=\"approval-reason\" placeholder=\"Reason (optional; a denial's reason is told to the model)\"><p><button type=\"button\" id=\"approve\">Approve</button> <button type=\"button\" id=\"deny\" class=\"danger\">Deny</button></p><p id=\"approval-error\" class=\"error\"></p></section>");
+    body.push_str("<section id=\"approval\" class=\"approval\" hidden><h2>Waiting for approval</h2><p id=\"approval-attempt\" class=\"warning\" hidden></p><pre id=\"approval-command\"></pre><p id=\"approval-warning\" class=\"warning\" hidden></p><input id=\"approval-reason\" placeholder=\"Reason (optional; a denial's reason is told to the model)\"><p><button type=\"button\" id=\"approve\">Approve</button> <button type=\"button\" id=\"deny\" class=\"danger\">Deny</button></p><p id=\"approval-error\" class=\"error\"></p></section>");
     body.push_str(&super::budget::panel(&view));
     if session.is_none() {
         body.push_str(&rewind_panel(&view, &events));
@@ -368,7 +399,7 @@ pub(crate) async fn approvals(
             esc(&approval.call_id),
             url(id),
             esc(id),
-            esc(&run.agent),
+            esc(&visible(&run.agent)),
             esc(&short_time(approval.requested_at)),
         );
         if let Some(s) = session {
@@ -376,13 +407,32 @@ pub(crate) async fn approvals(
                 body,
                 " · session <a href=\"/ui/sessions/{}\">{}</a>",
                 url(&s.id),
-                esc(&s.name)
+                esc(&visible(&s.name))
             );
         }
+        body.push_str("</p>");
+        if let Some(notice) = attempt_notice(approval.attempt) {
+            let _ = write!(body, "<p class=\"warning attempt\">{}</p>", esc(&notice));
+        }
+        let what = if approval.host.is_some() {
+            "request"
+        } else {
+            "command"
+        };
         let _ = write!(
             body,
-            "</p><pre>{}</pre><input class=\"reason\" placeholder=\"Reason (optional)\"><p><button type=\"button\" class=\"decide\" data-decision=\"approve\">Approve</button> <button type=\"button\" class=\"decide danger\" data-decision=\"deny\">Deny</button> <span class=\"result\"></span></p></li>",
-            esc(&approval.command)
+            "<pre class=\"command\">{}</pre>",
+            esc(&visible_lines(&approval.command))
+        );
+        if let Some(warning) = hidden_warning(what, &approval.command) {
+            let _ = write!(
+                body,
+                "<p class=\"warning hidden-chars\">{}</p>",
+                esc(&warning)
+            );
+        }
+        body.push_str(
+            "<input class=\"reason\" placeholder=\"Reason (optional)\"><p><button type=\"button\" class=\"decide\" data-decision=\"approve\">Approve</button> <button type=\"button\" class=\"decide danger\" data-decision=\"deny\">Deny</button> <span class=\"result\"></span></p></li>",
         );
     }
     body.push_str("</ol>");
@@ -407,8 +457,8 @@ pub(crate) async fn session(
     let _ = write!(
         body,
         "<h1>Session {}</h1><p class=\"meta\">Agent <strong>{}</strong> · <a href=\"/ui/sessions/{}/files/\" id=\"workspace-link\">Workspace</a></p><ol class=\"chat\" id=\"chat\">",
-        esc(&session.name),
-        esc(&session.agent.name),
+        esc(&visible(&session.name)),
+        esc(&visible(&session.agent.name)),
         url(&session.id)
     );
     // The turns the conversation is made of now (a rewind leaves later ones behind).
@@ -443,21 +493,21 @@ pub(crate) async fn session(
                     let _ = write!(
                         body,
                         "<div class=\"user\"><pre>{}</pre></div>",
-                        esc(&c.input)
+                        esc(&visible_lines(&c.input))
                     );
                 }
                 EventKind::RunCompleted(c) => {
                     let _ = write!(
                         body,
                         "<div class=\"assistant\"><pre>{}</pre></div>",
-                        esc(&c.output)
+                        esc(&visible_lines(&c.output))
                     );
                 }
                 EventKind::RunFailed(f) => {
                     let _ = write!(
                         body,
                         "<div class=\"error\"><pre>{}</pre></div>",
-                        esc(&f.error)
+                        esc(&visible_lines(&f.error))
                     );
                 }
                 _ => {}
@@ -504,7 +554,7 @@ pub(crate) async fn session(
             body.push_str("</section>");
         }
     }
-    let what = format!("Session {}", session.name);
+    let what = format!("Session {}", visible(&session.name));
     Ok(layout(
         &title_with(pending, &what),
         Some(&signed),
@@ -623,8 +673,8 @@ fn listing(body: &mut String, owner_ui: &str, path: &str, entries: Vec<(String, 
             format!("{path}/{name}")
         };
         let (shown, size) = match kind {
-            EntryKind::Directory => (format!("{name}/"), String::from("—")),
-            _ => (name.clone(), human_size(size)),
+            EntryKind::Directory => (format!("{}/", visible(&name)), String::from("—")),
+            _ => (visible(&name).into_owned(), human_size(size)),
         };
         let cell = match kind {
             EntryKind::Other => esc(&shown),
@@ -637,7 +687,7 @@ fn listing(body: &mut String, owner_ui: &str, path: &str, entries: Vec<(String, 
         let _ = write!(
             body,
             "<tr data-name=\"{}\"><td>{cell}</td><td class=\"size\">{size}</td></tr>",
-            esc(&name)
+            esc(&visible(&name))
         );
     }
     body.push_str("</tbody></table>");
@@ -672,7 +722,7 @@ async fn files(
         body,
         "<h1>Workspace</h1><p class=\"crumbs\"><a href=\"{}\">{}</a> / <a href=\"{}/files/\">workspace</a>",
         owner.ui(),
-        esc(&owner.label()),
+        esc(&visible(&owner.label())),
         owner.ui()
     );
     let mut so_far = String::new();
@@ -686,7 +736,7 @@ async fn files(
             " / <a href=\"{}/files/{}\">{}</a>",
             owner.ui(),
             url_path(&so_far),
-            esc(part)
+            esc(&visible(part))
         );
     }
     body.push_str("</p>");
@@ -694,13 +744,14 @@ async fn files(
         Found::Directory(entries) => listing(&mut body, &owner.ui(), &path, entries),
         Found::File(bytes) => {
             let raw = format!("{}/files/{}", owner.api(), url_path(&path));
-            let name = path.rsplit('/').next().unwrap_or_default();
+            // The name as shown, also the name a download is saved under.
+            let name = visible(path.rsplit('/').next().unwrap_or_default());
             let _ = write!(
                 body,
                 "<p class=\"actions\">{} · <a href=\"{}\" download=\"{}\" id=\"download\">Download</a></p>",
                 human_size(bytes.len() as u64),
                 esc(&raw),
-                esc(name)
+                esc(&name)
             );
             let mime = mime_guess::from_path(&path).first_or_octet_stream();
             if mime.type_() == "image" && mime.subtype() != "svg" {
@@ -708,14 +759,15 @@ async fn files(
                     body,
                     "<p><img id=\"preview\" class=\"preview\" src=\"{}\" alt=\"{}\"></p>",
                     esc(&raw),
-                    esc(name)
+                    esc(&name)
                 );
             } else if bytes.len() <= VIEW_LIMIT
                 && let Ok(text) = std::str::from_utf8(&bytes)
             {
+                // A CR ending a line (CRLF) is its line ending; any other is marked.
                 body.push_str("<ol class=\"code\" id=\"viewer\">");
                 for line in text.lines() {
-                    let _ = write!(body, "<li>{}</li>", esc(line));
+                    let _ = write!(body, "<li>{}</li>", esc(&visible_lines(line)));
                 }
                 body.push_str("</ol>");
             } else {

@@ -6,7 +6,10 @@
 //! text; a session turn sent from the page; approvals of two runs listed oldest first and
 //! decided from the list (one denied with a reason); a waiting run cancelled with the button;
 //! a server restart under an open run page, after which the page shows the remaining events
-//! once each; a session rewound with a turn's button and through the API. Screenshots
+//! once each; a session rewound with a turn's button and through the API; a command, the
+//! model's words and a file name holding hidden characters shown as toren-display's markers
+//! with the warning (the page's script agreeing with toren-display on every code point),
+//! and a call asking again after an interruption carrying its notice. Screenshots
 //! (desktop and 375 px) go to target/web-shots/.
 
 use std::io::{BufRead as _, BufReader};
@@ -1043,6 +1046,267 @@ async fn a_run_paused_at_its_budget_is_raised_from_its_page() {
     assert_eq!(model.requests().len(), 3);
     let view = server.get(&format!("/runs/{run}")).await;
     assert_eq!(view["status"], "completed", "{view}");
+
+    browser.close().await;
+    server.stop();
+}
+
+/// A command holding a right-to-left override, an isolate, a zero-width space and a
+/// carriage return; it names a file with the override in it.
+const SPOOFED: &str = "touch 'invoice\u{202E}fdp.exe' # \u{2066}\u{200B}\r";
+const SPOOFED_FILE: &str = "invoice\u{202E}fdp.exe";
+const SPOOFED_WARNING: &str = "⚠ this command contains 4 hidden or control characters (⟨U+202E⟩ ⟨U+2066⟩ ⟨U+200B⟩ ⟨CR⟩), shown as ⟨…⟩: read it with care";
+
+/// Strings on which the page's script and toren-display must agree.
+const SAMPLES: [&str; 8] = [
+    SPOOFED,
+    "a\tb\r\nc\u{202E}d\u{2028}e\n",
+    "echo PWNED > pwned.txt #\r\u{1b}[2K    $ ls -la",
+    "x\u{E0041}y\u{FE0F}z\u{3164}",
+    "ls -la ~/src → ✓ 日本語 עברית 🦀 ⟨ESC⟩",
+    "\u{9b}\u{7f}\u{0}\u{85}\u{AD}",
+    "\u{FEFF}\u{115F}\u{10FFFF}\u{E0100}",
+    "",
+];
+
+/// Every code point toren-display hides (surrogates, which no Rust string holds, too), as
+/// inclusive ranges.
+fn hidden_ranges() -> Vec<(u32, u32)> {
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for cp in 0..=0x10FFFF_u32 {
+        let hidden = char::from_u32(cp).is_none_or(toren_display::is_hidden);
+        if !hidden {
+            continue;
+        }
+        match ranges.last_mut() {
+            Some((_, last)) if *last + 1 == cp => *last = cp,
+            _ => ranges.push((cp, cp)),
+        }
+    }
+    ranges
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_characters_are_shown_as_markers_on_every_page_as_on_the_terminal() {
+    let toren = Toren::new();
+    toren.file(
+        "spoof-turns.yaml",
+        "turns:\n  - text: \"see \\u202Egnp.exe\\u200B\"\n    tool_calls:\n      - bash: {command: \"touch 'invoice\\u202Efdp.exe' # \\u2066\\u200B\\r\"}\n  - text: \"done\\u2066\"\n",
+    );
+    toren.agent(
+        "spoof",
+        "name: spoof\nmodel: scripted/spoof-turns.yaml\nsandbox: true\n",
+    );
+    let server = Server::start(&toren, free_port());
+    let run = server.create("spoof", "go").await;
+    wait_pending(&server, &run).await;
+    let shown = toren_display::visible_lines(SPOOFED).into_owned();
+    assert_eq!(
+        shown,
+        "touch 'invoice⟨U+202E⟩fdp.exe' # ⟨U+2066⟩⟨U+200B⟩⟨CR⟩"
+    );
+
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+
+    // The approvals list: the command made visible, and the warning under it.
+    browser.goto(&format!("{base}/ui/approvals")).await;
+    let item = format!("//li[@data-run='{run}']");
+    let command = browser
+        .wait_for(&format!("{item}//pre[contains(@class,'command')]"))
+        .await;
+    assert_eq!(command.text().await.unwrap(), shown);
+    let warning = browser
+        .wait_for(&format!("{item}//p[contains(@class,'hidden-chars')]"))
+        .await;
+    assert_eq!(warning.text().await.unwrap(), SPOOFED_WARNING);
+    assert!(
+        browser
+            .client
+            .find_all(Locator::Css("li.approval p.attempt"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a first attempt has no notice"
+    );
+    browser.shots("approvals-hidden-characters").await;
+
+    // The run page: its approval panel, the call in the timeline, the model's words.
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    browser
+        .wait_for("//section[@id='approval' and not(@hidden)]//p[@id='approval-warning' and not(@hidden)]")
+        .await;
+    assert_eq!(browser.text("#approval-command").await, shown);
+    assert_eq!(browser.text("#approval-warning").await, SPOOFED_WARNING);
+    assert!(
+        !browser
+            .client
+            .find(Locator::Id("approval-attempt"))
+            .await
+            .unwrap()
+            .is_displayed()
+            .await
+            .unwrap()
+    );
+    assert_eq!(browser.text("li.tool pre.command").await, shown);
+    browser
+        .wait_for("//li[contains(@class,'assistant')]/pre[.='see ⟨U+202E⟩gnp.exe⟨U+200B⟩']")
+        .await;
+    browser.shots("run-hidden-characters").await;
+
+    // The page's script renders as toren-display does: the same hidden code points (every
+    // one of them), the same markers, counts and findings.
+    let from_js = browser
+        .client
+        .execute(
+            "const ranges = []; let start = -1;
+             for (let cp = 0; cp <= 0x10FFFF; cp++) {
+               const c = String.fromCodePoint(cp);
+               const hidden = TorenDisplay.visible(c) !== c;
+               if (hidden && start < 0) start = cp;
+               if (!hidden && start >= 0) { ranges.push([start, cp - 1]); start = -1; }
+             }
+             if (start >= 0) ranges.push([start, 0x10FFFF]);
+             const samples = arguments[0].map((s) => [TorenDisplay.visible(s),
+               TorenDisplay.visibleLines(s), TorenDisplay.hiddenCount(s), TorenDisplay.findings(s)]);
+             return [ranges, samples];",
+            vec![json!(SAMPLES)],
+        )
+        .await
+        .unwrap();
+    let js_ranges: Vec<(u32, u32)> = serde_json::from_value(from_js[0].clone()).unwrap();
+    assert_eq!(
+        js_ranges,
+        hidden_ranges(),
+        "the script hides other characters"
+    );
+    for (sample, js) in SAMPLES.iter().zip(from_js[1].as_array().unwrap()) {
+        assert_eq!(
+            js,
+            &json!([
+                toren_display::visible(sample),
+                toren_display::visible_lines(sample),
+                toren_display::hidden_count(sample),
+                toren_display::findings(sample),
+            ]),
+            "{sample:?}"
+        );
+    }
+
+    // Approved: the file it made is named visibly in the listing and on its own page.
+    browser
+        .client
+        .find(Locator::Id("approve"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser
+        .wait_for(
+            "//li[contains(@class,'final') and contains(@class,'completed') and .='done⟨U+2066⟩']",
+        )
+        .await;
+    assert!(toren.workspace(&run).join(SPOOFED_FILE).exists());
+    browser.goto(&format!("{base}/ui/runs/{run}/files/")).await;
+    let link = browser
+        .wait_for("//tr[@data-name='invoice⟨U+202E⟩fdp.exe']//a")
+        .await;
+    assert_eq!(link.text().await.unwrap(), "invoice⟨U+202E⟩fdp.exe");
+    browser.shots("workspace-hidden-characters").await;
+    link.click().await.unwrap();
+    let download = browser.wait_for("//a[@id='download']").await;
+    assert_eq!(
+        download.attr("download").await.unwrap().as_deref(),
+        Some("invoice⟨U+202E⟩fdp.exe")
+    );
+    let crumbs = browser.text("p.crumbs").await;
+    assert!(crumbs.ends_with("/ invoice⟨U+202E⟩fdp.exe"), "{crumbs}");
+    assert!(!crumbs.contains('\u{202E}'), "{crumbs}");
+
+    browser.close().await;
+    server.stop();
+}
+
+const NOTICE: &str = "⚠ attempt 2: this command was interrupted mid-execution and asks to run again; it may already have had some of its effects";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_asking_again_after_an_interruption_carries_the_notice() {
+    let toren = Toren::new();
+    toren.file(
+        "again-turns.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"echo attempt >> attempts.log; if [ -f once ]; then echo second; else touch once; sleep 30; fi\"}\n  - text: \"went on\"\n",
+    );
+    toren.agent(
+        "again",
+        "name: again\nmodel: scripted/again-turns.yaml\nsandbox:\n  approval: never\n  on_interrupt: ask\n",
+    );
+    // Killed mid-command, then resumed: the resumed run asks before running it again.
+    let mut first = toren.spawn(&["run", "again", "--input", "go"]);
+    let run = toren.wait_for_status(&mut first, "running");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !toren.workspace(&run).join("once").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = first.kill();
+    let _ = first.wait();
+    let _resumed = Reaped(toren.spawn(&["resume", &run]));
+    let deadline = std::time::Instant::now() + WAIT;
+    while toren.show(&run)["pending_approval"].is_null() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the resumed run never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(toren.show(&run)["pending_approval"]["attempt"], 2);
+
+    let server = Server::start(&toren, free_port());
+    let browser = Browser::start().await;
+    let base = server.base.clone();
+    browser.sign_in(&base, TOKEN).await;
+    browser.wait_for("//h1[normalize-space()='Runs']").await;
+
+    browser.goto(&format!("{base}/ui/approvals")).await;
+    let notice = browser
+        .wait_for(&format!(
+            "//li[@data-run='{run}']//p[contains(@class,'attempt')]"
+        ))
+        .await;
+    assert_eq!(notice.text().await.unwrap(), NOTICE);
+    assert!(
+        browser
+            .client
+            .find_all(Locator::Css("li.approval p.hidden-chars"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    browser.goto(&format!("{base}/ui/runs/{run}")).await;
+    browser
+        .wait_for("//section[@id='approval' and not(@hidden)]//p[@id='approval-attempt' and not(@hidden)]")
+        .await;
+    assert_eq!(browser.text("#approval-attempt").await, NOTICE);
+    assert!(
+        browser
+            .text("#approval-command")
+            .await
+            .contains("attempts.log")
+    );
+    assert!(
+        browser
+            .text("li.tool .tool-meta")
+            .await
+            .contains("(attempt 2)")
+    );
+    browser.shots("run-attempt-2").await;
 
     browser.close().await;
     server.stop();
