@@ -73,17 +73,59 @@ pub(crate) fn load(path: &Path, expected: Option<&str>) -> Result<AgentSpec> {
 /// The validated spec, or every problem found.
 fn parse(checker: &Checker<'_>) -> Result<AgentSpec> {
     let (path, source) = (checker.path, checker.source);
+    let error = match from_yaml(source) {
+        Ok(raw) => {
+            let spec = checker.agent(raw);
+            checker.finish()?;
+            return Ok(spec);
+        }
+        Err(error) => error,
+    };
+    // The parser stops at its first error. An unknown key is the common one, and often not
+    // alone (a key misspelt twice, keys of another tool): the file is read again without
+    // each unknown key's entry (its lines blanked, so positions stay), as long as the next
+    // error is another unknown key; the checks then run on what is left when it parses. An
+    // error of any other kind ends it, unreported: it could be one the blanking made.
+    let problems = Checker::new(path, source, checker.expected_name, checker.agent_dir);
+    problems.record(invalid(yaml_errors::diagnostic(path, source, &error)));
+    let mut text = source.to_owned();
+    let mut last = error;
+    for _ in 0..MAX_UNKNOWN_KEYS {
+        let Some(without) = yaml_errors::without_unknown_key(&text, &last) else {
+            break;
+        };
+        text = without;
+        match from_yaml(&text) {
+            Ok(raw) => {
+                let rest = Checker::new(path, &text, checker.expected_name, checker.agent_dir);
+                rest.agent(raw);
+                problems.errors.borrow_mut().0.extend(rest.errors.take().0);
+                break;
+            }
+            Err(error) if yaml_errors::is_unknown_key(&error) => {
+                problems.record(invalid(yaml_errors::diagnostic(path, &text, &error)));
+                last = error;
+            }
+            Err(_) => break,
+        }
+    }
+    problems.finish()?;
+    // Unreachable in practice: the first error was recorded.
+    Err(invalid(yaml_errors::diagnostic(path, source, &last)))
+}
+
+/// How many unknown keys one pass reports at most.
+const MAX_UNKNOWN_KEYS: usize = 32;
+
+/// The file's YAML in the `raw` shape.
+fn from_yaml(source: &str) -> std::result::Result<RawAgent, serde_saphyr::Error> {
     let options = serde_saphyr::options! {
         // `sandbox: yes` is a string here, so it is refused instead of silently enabling.
         strict_booleans: true,
         // Snippets are rendered by `diagnostic`, the same way for every error.
         with_snippet: false,
     };
-    let raw: RawAgent = serde_saphyr::from_str_with_options(source, options)
-        .map_err(|error| invalid(yaml_errors::diagnostic(path, source, &error)))?;
-    let spec = checker.agent(raw);
-    checker.finish()?;
-    Ok(spec)
+    serde_saphyr::from_str_with_options(source, options)
 }
 
 fn invalid(diagnostic: Diagnostic) -> Error {

@@ -31,6 +31,46 @@ pub(crate) fn diagnostic(path: &Path, source: &str, error: &YamlError) -> Diagno
     }
 }
 
+/// Whether `error` is an unknown key.
+pub(crate) fn is_unknown_key(error: &YamlError) -> bool {
+    matches!(original(error), YamlError::SerdeUnknownField { .. })
+}
+
+/// `source` without the entry of the unknown key `error` names: the key's line and the
+/// more indented lines of its block value, each blanked (emptied, so every other line and
+/// column stays where it was). `None` unless the error is an unknown key written as a
+/// block mapping entry (`key: ...` on a line of its own), the only form blanked safely.
+pub(crate) fn without_unknown_key(source: &str, error: &YamlError) -> Option<String> {
+    let YamlError::SerdeUnknownField { field, .. } = original(error) else {
+        return None;
+    };
+    let location = original(error).location().or_else(|| error.location())?;
+    let index = usize::try_from(location.line().checked_sub(1)?).ok()?;
+    let lines: Vec<&str> = source.split('\n').collect();
+    let line = lines.get(index)?;
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    let entry = line.get(indent..)?;
+    let after = entry.strip_prefix(field.as_str())?;
+    if !after.trim_start().starts_with(':') {
+        return None;
+    }
+    let mut end = index + 1;
+    while let Some(next) = lines.get(end) {
+        let content = next.trim_start_matches(' ');
+        let deeper = next.len() - content.len() > indent;
+        if !(deeper || content.trim().is_empty() || content.starts_with('#')) {
+            break;
+        }
+        end += 1;
+    }
+    let kept: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| if (index..end).contains(&i) { "" } else { line })
+        .collect();
+    Some(kept.join("\n"))
+}
+
 /// Where the document's top-level value starts (its first key, for a mapping).
 fn top_level_mapping(source: &str) -> Option<Location> {
     serde_saphyr::from_str::<Spanned<IgnoredAny>>(source)

@@ -97,3 +97,43 @@ fn a_wrong_name_is_reported_with_the_other_problems() {
             .contains("but it was looked up as `coder`")
     );
 }
+
+#[test]
+fn every_unknown_key_is_reported_and_the_rest_still_checked() {
+    let yaml = "\
+name: a
+model: anthropic/m
+tools: [bash]
+sandbox:
+  netwrok: true
+  approval: sometimes
+  limits:
+    memory: 2GiB
+    cpus: 2
+temperature:
+  value: 0.2
+max_turns: 0
+";
+    let error = parse_agent(Path::new("agents/x.yaml"), yaml).expect_err("invalid");
+    assert_eq!(
+        positions(&error),
+        vec![(3, 1), (5, 3), (6, 13), (9, 5), (10, 1), (12, 12)],
+        "{error}"
+    );
+    let rendered = error.to_string();
+    for key in ["tools", "netwrok", "cpus", "temperature"] {
+        assert!(
+            rendered.contains(&format!("unknown key `{key}`")),
+            "{rendered}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_key_that_leaves_its_mapping_empty_adds_no_made_up_error() {
+    // Without its only key, `sandbox:` would be null: that error is the blanking's, not
+    // the file's, and is not reported.
+    let yaml = "name: a\nmodel: anthropic/m\nsandbox:\n  netwrok: true\n";
+    let error = parse_agent(Path::new("agents/x.yaml"), yaml).expect_err("invalid");
+    assert_eq!(positions(&error), vec![(4, 3)], "{error}");
+}

@@ -139,6 +139,11 @@ fn check_reports_every_error_of_every_file_in_a_directory() {
         "two.yaml",
         "name: two\nmodel: anthropic/m\nmax_turns: 0\nsandbox:\n  approval: sometimes\n",
     );
+    // Unknown keys stop the YAML parser; each is reported all the same, and the checks after.
+    write(
+        "keys.yaml",
+        "name: keys\nmodel: anthropic/m\ntools: [bash]\nsandbox:\n  netwrok: true\n  image: ''\n",
+    );
     // Found by its file name, so it must carry that name (as `toren run NAME` demands).
     write("named.yaml", "name: other\nmodel: anthropic/m\n");
     // What `toren run` would fail on: a script that is not there, or not a script.
@@ -164,6 +169,9 @@ fn check_reports_every_error_of_every_file_in_a_directory() {
     for expected in [
         format!("{}3:12: error: `max_turns`", at("two.yaml")),
         format!("{}5:13: error: `approval`", at("two.yaml")),
+        format!("{}3:1: error: unknown key `tools`", at("keys.yaml")),
+        format!("{}5:3: error: unknown key `netwrok`", at("keys.yaml")),
+        format!("{}6:10: error: `image` is empty", at("keys.yaml")),
         format!(
             "{}1:7: error: the agent in this file is named `other`",
             at("named.yaml")
@@ -171,7 +179,7 @@ fn check_reports_every_error_of_every_file_in_a_directory() {
         format!("{}2:8: error: the scripted model's file", at("absent.yaml")),
         format!("{} error: scripted model file", at("broken.yaml")),
         format!("ok: {}", dir.join("good/agent.yaml").display()),
-        "4 of 5 agent files have errors".to_owned(),
+        "5 of 6 agent files have errors".to_owned(),
     ] {
         assert!(
             stderr.contains(&expected),
