@@ -1,4 +1,5 @@
 mod approval;
+mod attempts;
 mod budget;
 mod call_ids;
 mod cancel;
