@@ -78,8 +78,9 @@ fn read(
     let total = lines.len();
     let first = args.offset.unwrap_or(1);
     if first > total {
+        let lines = if total == 1 { "line" } else { "lines" };
         return Ok(ToolOutcome::error(format!(
-            "`offset` is {first} but `{path}` has only {total} lines"
+            "`offset` is {first} but `{path}` has only {total} {lines}"
         )));
     }
     let limit = args.limit.unwrap_or(settings.read_max_lines);

@@ -73,6 +73,12 @@ async fn read_file_pages_with_offset_and_limit() {
             .await,
         err("`offset` is 11 but `ten.txt` has only 10 lines")
     );
+    f.write("one.txt", "just this");
+    assert_eq!(
+        f.call("read_file", json!({"path": "one.txt", "offset": 2}))
+            .await,
+        err("`offset` is 2 but `one.txt` has only 1 line")
+    );
     assert_eq!(
         f.call("read_file", json!({"path": "ten.txt", "offset": 0}))
             .await,
