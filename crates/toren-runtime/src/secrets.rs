@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use toren_protocol::{Event, EventKind, ResolvedPolicy};
+use toren_protocol::{Event, EventKind, ResolvedPolicy, RunId};
 
 use crate::{Error, Result, RunService};
 
@@ -78,6 +78,27 @@ impl RunService {
             std::borrow::Cow::Owned(redacted) => redacted,
             std::borrow::Cow::Borrowed(_) => text,
         }
+    }
+
+    /// `text` a person wrote about `run` (a decision's reason) as it may be journaled:
+    /// [`RunService::redact_input`] with the policy the run was created under (read from
+    /// its log only when this process knows values to redact).
+    pub(crate) async fn redact_for_run(&self, run: &RunId, text: String) -> Result<String> {
+        if self.env.is_none() {
+            return Ok(text);
+        }
+        let events = self.store().read(run, 0).await?;
+        Ok(self.redact_with_events(&events, text))
+    }
+
+    /// [`RunService::redact_input`] with the policy of the `run_created` at the start of
+    /// `events` (one run's log).
+    pub(crate) fn redact_with_events(&self, events: &[Event], text: String) -> String {
+        let policy = events.first().and_then(|event| match &event.kind {
+            EventKind::RunCreated(created) => created.policy.as_ref(),
+            _ => None,
+        });
+        self.redact_input(policy, text)
     }
 
     /// Learns the values of the run whose `run_created` is among `events`, so that this

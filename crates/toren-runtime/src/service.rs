@@ -330,6 +330,12 @@ impl RunService {
         reason: Option<String>,
         actor: &Actor,
     ) -> Result<Event> {
+        // What the person wrote is journaled (and told the model) redacted of the run's
+        // values, like all else.
+        let reason = match reason {
+            Some(reason) => Some(self.redact_for_run(run, reason).await?),
+            None => None,
+        };
         let decision = ApprovalDecided {
             call_id: call.to_owned(),
             approved,
@@ -367,7 +373,10 @@ impl RunService {
     ) -> Result<Event> {
         let events = self.store.read(run, 0).await?;
         let state = RunState::from_events(&events).ok();
-        let mut reason = reason.unwrap_or_else(|| format!("cancelled by {}", actor.label()));
+        let mut reason = match reason {
+            Some(reason) => self.redact_with_events(&events, reason),
+            None => format!("cancelled by {}", actor.label()),
+        };
         if let Some(state) = &state
             && let Some(checkpoint) = state.restore_due()
         {

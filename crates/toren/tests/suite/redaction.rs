@@ -240,3 +240,50 @@ fn a_value_in_a_field_no_output_holds_is_redacted_in_every_event_too() {
     let shown = text(&toren.run(&["runs", "show", &run]).stdout);
     assert!(!shown.contains(VALUE), "{shown}");
 }
+
+#[test]
+fn a_value_in_a_persons_reason_is_redacted_in_the_journal_and_what_the_model_is_told() {
+    let fake = FakeAnthropic::start(vec![
+        Reply::Turn(AssistantMessage {
+            text: String::new(),
+            tool_calls: vec![ToolCall::new(
+                "c1",
+                "bash",
+                json!({ "command": "rm -rf db" }),
+            )],
+        }),
+        Reply::text("not deleting"),
+    ])
+    .unwrap();
+    let toren = Toren::new()
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("ANTHROPIC_BASE_URL", &fake.base_url())
+        .env("MY_TOKEN", VALUE);
+    toren.agent(
+        "careful",
+        "name: careful\nmodel: anthropic/claude-sonnet-5\nsandbox:\n  approval: always\n  \
+         env: [MY_TOKEN]\n",
+    );
+    let mut child = toren.spawn(&["run", "careful", "--input", "clean up"]);
+    let run = toren.wait_for_status(&mut child, "awaiting_approval");
+    let reason = format!("that db holds {VALUE}");
+    let out = toren.run(&["deny", &run, "c1", "--reason", &reason]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let events = toren.events(&run);
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "approval_decided")
+        .unwrap();
+    assert_eq!(decided["reason"], "that db holds [redacted:MY_TOKEN]");
+    let journal = serde_json::to_string(&events).unwrap();
+    assert!(!journal.contains(VALUE), "the journal holds the value");
+    for request in fake.requests() {
+        assert!(
+            !String::from_utf8_lossy(&request.raw_body).contains(VALUE),
+            "a model request holds the value"
+        );
+    }
+}
