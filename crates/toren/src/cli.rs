@@ -249,6 +249,10 @@ pub(crate) struct ChatArgs {
     /// given for an existing one, it must be the session's agent.
     #[arg(long)]
     pub(crate) agent: Option<String>,
+    /// When creating the session: start its workspace as a copy of this directory, or a
+    /// clone of this git repository (as `toren run --workspace-from`).
+    #[arg(long, value_name = "DIR|URL", requires = "agent")]
+    pub(crate) workspace_from: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -64,6 +64,13 @@ async fn open_session(
 ) -> Result<Session, Failure> {
     match service.session(&args.session).await {
         Ok(session) => {
+            if args.workspace_from.is_some() {
+                return Err(Failure::usage(anyhow!(
+                    "session `{}` exists, and its workspace is the one it has worked in; \
+                     --workspace-from starts a new session (pick another name)",
+                    session.name
+                )));
+            }
             if let Some(agent) = &args.agent {
                 let wanted = toren_config::find_agent(agent, &settings.agents_dir)
                     .map_err(Failure::usage)?;
@@ -93,14 +100,19 @@ async fn open_session(
             };
             let agent =
                 toren_config::find_agent(agent, &settings.agents_dir).map_err(Failure::usage)?;
-            let session =
-                service
-                    .create_session(&args.session, agent)
-                    .await
-                    .map_err(|e| match e.is_refusal() {
-                        true => Failure::usage(anyhow!(e)),
-                        false => Failure::failed(anyhow!(e)),
-                    })?;
+            let created = match &args.workspace_from {
+                Some(from) => {
+                    let seed = toren_worker::SeedSource::parse(from);
+                    service
+                        .create_session_seeded(&args.session, agent, &seed)
+                        .await
+                }
+                None => service.create_session(&args.session, agent).await,
+            };
+            let session = created.map_err(|e| match e.is_refusal() {
+                true => Failure::usage(anyhow!(e)),
+                false => Failure::failed(anyhow!(e)),
+            })?;
             say!(
                 "new session {} with agent {} ({})",
                 session.name,

@@ -280,3 +280,35 @@ fn a_repository_is_cloned_only_where_the_agents_network_reaches() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_chat_session_starts_from_a_project_and_only_a_new_one_does() {
+    let toren = home("local", "");
+    let dir = project(toren.dir.path());
+    let from = dir.display().to_string();
+    let mut child = toren
+        .command(&["chat", "proj", "--agent", "dev", "--workspace-from", &from])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"improve it\n").unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = toren.run(&["sessions", "show", "proj", "--json"]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let ws = std::path::PathBuf::from(shown["workspace"].as_str().unwrap());
+    assert_eq!(read(&ws.join("hello.txt")), "hello\nchanged\n");
+    assert_eq!(git(&ws, &["log", "--format=%s"]), "first\n");
+    assert_eq!(read(&dir.join("hello.txt")), "hello\n");
+    // An existing session keeps the workspace it has worked in.
+    let out = toren.run(&["chat", "proj", "--agent", "dev", "--workspace-from", &from]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("starts a new session"),
+        "{}",
+        text(&out.stderr)
+    );
+}
