@@ -5,11 +5,13 @@
 //! printed as `file:line:col: error: …` (not only the first), a `scripted/FILE` model must
 //! name a script that exists and parses, and a file found by its name (an agent name, or
 //! each file of a directory: `NAME.yaml`, `NAME.yml`, `NAME/agent.yaml`) must carry that
-//! name, as the lookup by name demands; a file given by its path may carry any name. A model whose API key is not set here is a warning, not an error: the
+//! name, as the lookup by name demands; a file given by its path may carry any name. A
+//! file that is the script of a scripted agent checked with it (`turns.yaml` beside
+//! `NAME.yaml`) is left out, said so, rather than reported as a broken agent. A model whose API key is not set here is a warning, not an error: the
 //! file is right, and the machine that runs it may have the key. Each file's verdict goes
 //! to stderr; the status is 2 if any file is bad.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
@@ -36,14 +38,37 @@ pub(crate) fn check(args: &[String]) -> Result<u8, Failure> {
             .flat_map(|arg| targets_of(arg, &settings.agents_dir))
             .collect()
     };
+    // Every file is loaded first: a file that is the script of a scripted agent found
+    // here (`agents/turns.yaml` beside `agents/NAME.yaml`) is no agent file, and is left out.
+    let loaded: Vec<(Target, Option<toren_config::Result<AgentSpec>>)> = targets
+        .into_iter()
+        .map(|target| {
+            let spec = match &target {
+                Target::Agent(agent) => Some(agent.load()),
+                Target::Invalid(_) | Target::Empty(_) => None,
+            };
+            (target, spec)
+        })
+        .collect();
+    let scripts = scripts_of(&loaded);
     let mut bad = 0;
-    for target in &targets {
-        if !check_one(target, &settings) {
+    let mut total = 0;
+    for (target, spec) in loaded {
+        if let (Target::Agent(agent), Some(Err(_))) = (&target, &spec)
+            && std::fs::canonicalize(agent.path()).is_ok_and(|path| scripts.contains(&path))
+        {
+            eprintln!(
+                "skipped: {} (the script of a scripted agent, not an agent file)",
+                agent.path().display()
+            );
+            continue;
+        }
+        total += 1;
+        if !report(&target, spec, &settings) {
             bad += 1;
         }
     }
     if bad > 0 {
-        let total = targets.len();
         let (files, have) = match (total, bad) {
             (1, _) => ("agent file", "has"),
             (_, 1) => ("agent files", "has"),
@@ -98,8 +123,25 @@ fn by_name(found: Vec<AgentEntry>) -> Vec<Target> {
         .collect()
 }
 
-/// Checks one target and says how it went; whether it passed.
-fn check_one(target: &Target, settings: &Settings) -> bool {
+/// The script files (canonical paths) the scripted agents among `loaded` name.
+fn scripts_of(loaded: &[(Target, Option<toren_config::Result<AgentSpec>>)]) -> HashSet<PathBuf> {
+    loaded
+        .iter()
+        .filter_map(|(_, spec)| spec.as_ref()?.as_ref().ok())
+        .filter_map(|spec| {
+            let file = spec.model.strip_prefix("scripted/")?;
+            let dir = Path::new(spec.source.as_deref()?).parent()?;
+            std::fs::canonicalize(dir.join(file)).ok()
+        })
+        .collect()
+}
+
+/// Says how one target's check went (`spec`: the agent file loaded); whether it passed.
+fn report(
+    target: &Target,
+    spec: Option<toren_config::Result<AgentSpec>>,
+    settings: &Settings,
+) -> bool {
     let agent = match target {
         Target::Agent(agent) => agent,
         Target::Invalid(error) => {
@@ -115,7 +157,7 @@ fn check_one(target: &Target, settings: &Settings) -> bool {
             return false;
         }
     };
-    let spec = match agent.load() {
+    let spec = match spec.unwrap_or_else(|| agent.load()) {
         Ok(spec) => spec,
         Err(error) => {
             match error.diagnostic() {

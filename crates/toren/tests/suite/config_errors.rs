@@ -156,6 +156,9 @@ fn check_reports_every_error_of_every_file_in_a_directory() {
         "name: broken\nmodel: scripted/scripts/broken.yaml\n",
     );
     write("scripts/broken.yaml", "turns: 5\n");
+    // A script beside its agent is that agent's, not an agent file: left out.
+    write("beside.yaml", "name: beside\nmodel: scripted/turns.yaml\n");
+    write("turns.yaml", "turns:\n  - text: hi\n");
     // Right, though this machine has no key for its model: a warning, not an error.
     write(
         "good/agent.yaml",
@@ -179,7 +182,9 @@ fn check_reports_every_error_of_every_file_in_a_directory() {
         format!("{}2:8: error: the scripted model's file", at("absent.yaml")),
         format!("{} error: scripted model file", at("broken.yaml")),
         format!("ok: {}", dir.join("good/agent.yaml").display()),
-        "5 of 6 agent files have errors".to_owned(),
+        "5 of 7 agent files have errors".to_owned(),
+        format!("ok: {}", dir.join("beside.yaml").display()),
+        format!("skipped: {}", dir.join("turns.yaml").display()),
     ] {
         assert!(
             stderr.contains(&expected),
