@@ -15,6 +15,7 @@ mod budget;
 mod error;
 mod follow;
 mod policy;
+pub mod pool;
 mod queries;
 mod rewind;
 mod secrets;

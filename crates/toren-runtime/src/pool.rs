@@ -1,4 +1,5 @@
-//! The pool of in-process workers shared by `toren serve` and `toren worker`: it claims
+//! A pool of in-process workers (what `toren serve` and `toren worker` run, and what an
+//! embedder hosts to drive runs): it claims
 //! runs through the store's atomic claim (`RunService::claim`: oldest first, only runs of
 //! the volume, backends and channels this process serves, within the per-agent limit;
 //! never one waiting for a human), drives each on its own task, at most `slots` at once,
@@ -30,15 +31,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::{RunService, Sent};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use toren_protocol::{EventKind, RunId, SessionTurn};
-use toren_runtime::{RunService, Sent};
 use toren_store::ClaimRequest;
 use toren_worker::{Outcome, Worker};
 use tracing::Instrument as _;
 
-pub(crate) use registry::Identity;
+pub use registry::Identity;
 
 /// How often sessions are looked at for a message that waits behind a turn that ended
 /// while no worker of this process drove it.
@@ -49,18 +50,33 @@ const BEAT: Duration = Duration::from_secs(2);
 /// The fallback poll when the store tells of other processes' moves.
 const SLOW_POLL: Duration = Duration::from_secs(5);
 
-pub(crate) struct Pool {
-    pub(crate) service: RunService,
-    pub(crate) worker: Arc<Worker>,
-    pub(crate) slots: usize,
-    pub(crate) poll: Duration,
+pub struct Pool {
+    pub service: RunService,
+    pub worker: Arc<Worker>,
+    /// Runs driven at once.
+    pub slots: usize,
+    /// How often the store is looked at when nothing said that a run moved.
+    pub poll: Duration,
     /// What each claim asks for: this process's holder and lease ttl, the volumes,
     /// backends and channels it serves, the per-agent limit (`skip` is the pool's own).
-    pub(crate) claim: ClaimRequest,
+    pub claim: ClaimRequest,
     /// How this pool appears in the worker registry; `None`: it does not register.
-    pub(crate) identity: Option<Identity>,
+    pub identity: Option<Identity>,
     /// Told how long each claimed run waited for a worker.
-    pub(crate) metrics: toren_server::Metrics,
+    pub claims: Arc<dyn ClaimObserver>,
+}
+
+/// Told of each run the pool claims (e.g. the API's `/metrics`).
+pub trait ClaimObserver: Send + Sync {
+    /// A run was claimed after waiting `waited` for a worker.
+    fn claimed(&self, waited: Duration);
+}
+
+/// Tells nobody.
+pub struct NoClaimObserver;
+
+impl ClaimObserver for NoClaimObserver {
+    fn claimed(&self, _waited: Duration) {}
 }
 
 /// The runs being driven and those passed over (with why), shared with the drive tasks.
@@ -88,7 +104,7 @@ impl Book {
 impl Pool {
     /// Claims and drives runs until `drain` fires, then waits for the runs being driven to
     /// stop (each after its current step, or at once when `halt` fires).
-    pub(crate) async fn run(self, drain: CancellationToken, halt: CancellationToken) {
+    pub async fn run(self, drain: CancellationToken, halt: CancellationToken) {
         if self.slots == 0 {
             return;
         }
@@ -180,7 +196,7 @@ impl Pool {
                 .duration_since(run.updated_at)
                 .try_into()
                 .unwrap_or(Duration::ZERO);
-            self.metrics.claimed(waited);
+            self.claims.claimed(waited);
             lock(book).driving.insert(run.id.clone());
             let span = tracing::info_span!("run", run_id = %run.id);
             let (pool, book, drain, halt) = (

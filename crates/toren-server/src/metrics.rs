@@ -303,3 +303,10 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Result<Response, Pr
     )
         .into_response())
 }
+
+/// The worker pool tells how long each run it claimed waited (`toren_claim_wait_seconds`).
+impl toren_runtime::pool::ClaimObserver for Metrics {
+    fn claimed(&self, waited: Duration) {
+        Metrics::claimed(self, waited);
+    }
+}

@@ -16,16 +16,16 @@ use super::{Book, lock};
 
 /// How a pool appears in the registry.
 #[derive(Clone, Debug)]
-pub(crate) struct Identity {
+pub struct Identity {
     /// The worker id, kept across restarts.
-    pub(crate) id: String,
+    pub id: String,
     /// This process's lease holder name.
-    pub(crate) instance: String,
-    pub(crate) host: String,
+    pub instance: String,
+    pub host: String,
     /// The workspace volume served.
-    pub(crate) volume: Option<String>,
-    pub(crate) concurrency: u32,
-    pub(crate) started_at: Timestamp,
+    pub volume: Option<String>,
+    pub concurrency: u32,
+    pub started_at: Timestamp,
 }
 
 /// The heartbeat task.

@@ -8,7 +8,6 @@ pub(crate) mod deploy_aws;
 pub(crate) mod diff;
 pub(crate) mod events;
 pub(crate) mod host;
-pub(crate) mod pool;
 pub(crate) mod resume;
 pub(crate) mod rewind;
 pub(crate) mod run;

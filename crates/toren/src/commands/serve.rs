@@ -1,5 +1,5 @@
 //! `toren serve`: the HTTP API on `TOREN_API_ADDR` and a pool of in-process workers
-//! (`commands/pool.rs`, shared with `toren worker`) that claim queued or abandoned runs and
+//! (`toren_runtime::pool`, shared with `toren worker`) that claim queued or abandoned runs and
 //! drive them, at most `--workers` at once (`--workers 0`: an API-only front). The first SIGTERM or Ctrl-C stops claiming and lets the tool and model calls
 //! under way finish and be journaled, for at most `--shutdown-timeout`; then (or at a
 //! second signal) what still runs is stopped. Leases are released, the runs stay
@@ -23,10 +23,10 @@ use toren_tools::{ToolSettings, Toolkit};
 use toren_worker::{Observers, Worker, WorkerConfig, holder};
 
 use crate::cli::ServeArgs;
-use crate::commands::pool::{self, Identity};
 use crate::commands::sandbox;
 use crate::exit::Failure;
 use crate::wiring;
+use toren_runtime::pool::{self, Identity};
 
 /// How long open connections (event streams) may hold up the exit once the runs stopped.
 const CLOSE_CONNECTIONS: Duration = Duration::from_secs(5);
@@ -105,7 +105,7 @@ pub(crate) async fn serve(args: &ServeArgs) -> Result<u8, Failure> {
         worker,
         slots: args.workers,
         poll: settings.approval_poll,
-        metrics,
+        claims: Arc::new(metrics),
     };
     let mut pool = tokio::spawn(pool.run(drain.clone(), halt.clone()));
     let mut server = tokio::spawn(

@@ -1,5 +1,5 @@
 //! `toren worker`: a process that only drives runs — no API. It claims runs from the
-//! store (the pool shared with `toren serve`, `commands/pool.rs`), at most
+//! store (the pool shared with `toren serve`, `toren_runtime::pool`), at most
 //! `--concurrency` at once, of the workspace volume it serves (`TOREN_WORKSPACE_VOLUME`)
 //! and the backend of `TOREN_SANDBOX`, registers in the worker registry under its id
 //! (`TOREN_WORKER_ID`, else the host name and a suffix kept in `$TOREN_HOME/worker-id`)
@@ -19,10 +19,10 @@ use toren_display::{escape_json, visible};
 use toren_server::Metrics;
 
 use crate::cli::WorkerArgs;
-use crate::commands::pool;
 use crate::commands::serve;
 use crate::exit::Failure;
 use crate::wiring;
+use toren_runtime::pool;
 
 pub(crate) async fn worker(args: &WorkerArgs) -> Result<u8, Failure> {
     let settings = wiring::settings()?;
@@ -66,7 +66,7 @@ pub(crate) async fn worker(args: &WorkerArgs) -> Result<u8, Failure> {
         worker,
         slots,
         poll: settings.approval_poll,
-        metrics,
+        claims: Arc::new(metrics),
     };
     pool.run(drain.clone(), halt.clone()).await;
     tracing::info!("stopped: the runs it drove are released and stay resumable");
