@@ -172,8 +172,9 @@ fn resuming_an_ended_run_changes_nothing() {
         text(&out.stderr)
     );
     assert_eq!(toren.events(&run), before);
+    // A run nobody has is the caller's mistake (a usage error, naming what to give).
     let unknown = toren.run(&["resume", "run_01nosuchrun"]);
-    assert_eq!(unknown.status.code(), Some(1));
+    assert_eq!(unknown.status.code(), Some(2));
     assert!(text(&unknown.stderr).contains("run_01nosuchrun"));
 }
 
