@@ -31,8 +31,9 @@
 //! File tools work on the VM's `/workspace` (`files`): each path is resolved in the VM and
 //! refused there when it leads outside (`..`, absolute paths, symlinks the agent made) or
 //! is not a regular file; the bytes move through envd's `/files`. The run's host
-//! workspace directory (pinned like every backend's) stays empty: the VM's disk is the
-//! workspace.
+//! workspace directory (pinned like every backend's) holds only the project the run
+//! started as, if any (`seed`: put into each sandbox made for the run): the VM's disk is
+//! the workspace.
 
 mod backend;
 mod client;
@@ -43,6 +44,7 @@ mod process;
 mod reaper;
 mod restore;
 mod sandbox;
+mod seed;
 
 pub use backend::{DEFAULT_LIFETIME, DEFAULT_TEMPLATE, E2bBackend, E2bSettings};
 pub use client::{Client, CreateRequest, ENVD_PORT, Endpoints, SandboxInfo, create_body};

@@ -30,6 +30,9 @@ pub const META_INSTANCE: &str = "toren_instance";
 pub const META_WORKSPACE: &str = "toren_workspace";
 
 /// Made once in a fresh sandbox: the workspace directory, owned by the default user.
+/// The file in the run's host workspace directory where this machine notes its sandbox.
+const NOTE_FILE: &str = ".toren-e2b-sandbox";
+
 const SETUP: &str = "mkdir -p /workspace && { chown user:user /workspace 2>/dev/null || true; }";
 
 pub(crate) struct Setup {
@@ -205,6 +208,12 @@ impl E2bSandbox {
             if replaces.is_none() {
                 *locked(&self.origin) = None;
             }
+            // The project the run started as, before anything runs (and, in a sandbox
+            // replacing a lost one, before what the log restores over it).
+            let note = NOTE_FILE;
+            if crate::seed::seed(&target, self.setup.workspace.path(), note).await? {
+                tracing::info!(sandbox = %id, "copied the project the workspace started as into the sandbox");
+            }
         } else if was_running {
             // A dead worker's command may still run in it (it is run again on resume):
             // ended first, as a local sandbox ends with its worker, so that two attempts
@@ -240,7 +249,7 @@ impl E2bSandbox {
     /// directory, which on e2b is only a stand-in that no sandbox sees (the VM's disk is
     /// the workspace). Not beside it: the run's private directory holds the workspace alone.
     fn note_path(&self) -> Option<std::path::PathBuf> {
-        Some(self.setup.workspace.path().join(".toren-e2b-sandbox"))
+        Some(self.setup.workspace.path().join(NOTE_FILE))
     }
 
     fn noted(&self) -> Option<String> {

@@ -60,11 +60,11 @@ pub async fn seed_workspace(
     source: &SeedSource,
     limits: SeedLimits,
 ) -> Result<Seeded, Error> {
-    if !matches!(policy.backend.as_str(), "local" | "docker") {
+    // An e2b run's host workspace holds the copy, which its sandbox takes when it is made.
+    if !matches!(policy.backend.as_str(), "local" | "docker" | "e2b") {
         return Err(refuse(format!(
-            "a workspace in a `{}` sandbox is not on this host, so it cannot start as a copy \
-             of a directory or a repository; use the local or docker backend for that \
-             (TOREN_SANDBOX=local)",
+            "a workspace in a `{}` sandbox cannot start as a copy of a directory or a \
+             repository; use the local, docker or e2b backend for that",
             policy.backend
         )));
     }

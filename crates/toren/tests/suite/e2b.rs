@@ -664,3 +664,42 @@ fn a_run_e2b_has_no_room_for_waits_instead_of_failing_and_resumes_once_it_has() 
         .unwrap();
     assert_eq!(done["output"], "made\n[exit code: 0]");
 }
+
+/// A run whose workspace starts as a copy of a project (`--workspace-from`): its sandbox
+/// has the project in `/workspace` (history, links and all) before the first command, and
+/// a sandbox replacing a lost one gets it again.
+#[test]
+fn an_e2b_sandbox_starts_with_the_project_the_run_was_given() {
+    let fake = FakeE2b::start(KEY).unwrap();
+    let toren = e2b_home(&fake).env("TOREN_SANDBOX", "e2b");
+    let project = toren.dir.path().join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("src/hello.txt"), "hello from the project\n").unwrap();
+    std::os::unix::fs::symlink("src/hello.txt", project.join("link")).unwrap();
+    toren.file(
+        "look-turns.yaml",
+        "turns:\n  - tool_calls:\n      - bash: {command: \"cat link && ls -l src/hello.txt | cut -c1-10\"}\n  - text: \"seen\"\n",
+    );
+    toren.agent(
+        "look",
+        "name: look\nmodel: scripted/look-turns.yaml\nsandbox:\n  approval: never\n",
+    );
+    let out = toren.run(&[
+        "run",
+        "look",
+        "look",
+        "--workspace-from",
+        &project.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run = toren.newest_run().unwrap();
+    let events = toren.events(&run);
+    assert_eq!(events[0]["start"]["seeded"]["files"], 3);
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "tool_completed")
+        .unwrap();
+    let output = done["output"].as_str().unwrap();
+    assert!(output.contains("hello from the project"), "{done}");
+    assert!(output.contains("-rw-"), "{done}");
+}
