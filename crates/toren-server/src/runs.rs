@@ -504,7 +504,7 @@ pub(crate) async fn approvals(
         (status = 200, description = "The `approval_decided` event journaled", body = crate::openapi::Event),
         (status = 400, description = "The body is not JSON"),
         (status = 404, description = "No such run, or no approval of that call pending"),
-        (status = 409, description = "Decided already (`decision` says how), or the run has ended"),
+        (status = 409, description = "Decided already (`decision` says how), the run has ended, a rewind left the call behind, or the call that asked about a host has ended"),
         (status = 413, description = "The body is over the size limit (1 MiB)"),
         (status = 415, description = "The body is not `application/json`"),
         (status = 422, description = "A member is missing, unknown or of the wrong type"),
