@@ -24,7 +24,7 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// The largest seq there can be (the store keeps seqs as 64-bit signed integers), so the
 /// largest `after` and `Last-Event-ID` the document allows.
-const MAX_SEQ: u64 = i64::MAX.unsigned_abs();
+pub(crate) const MAX_SEQ: u64 = i64::MAX.unsigned_abs();
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]

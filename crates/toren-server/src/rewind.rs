@@ -126,7 +126,7 @@ pub(crate) struct DiffQuery {
     params(("id" = String, Path, description = "The run's id"), DiffQuery),
     responses(
         (status = 200, description = "The patch", content_type = "text/x-diff", body = String),
-        (status = 400, description = "A parameter is not a whole number, or is unknown"),
+        (status = 400, description = "A parameter is not a whole number from 0 to 2^63-1, or is unknown"),
         (status = 404, description = "No such run"),
         (status = 409, description = "The run's workspace is not on this host (an e2b sandbox), it has none, or it has no checkpoint at that step"),
     )
@@ -138,6 +138,19 @@ pub(crate) async fn diff(
 ) -> Result<Response, Problem> {
     let run = run_id(&id)?;
     let Query(query) = query?;
+    if [query.from, query.to]
+        .into_iter()
+        .flatten()
+        .any(|seq| seq > crate::events::MAX_SEQ)
+    {
+        return Err(Problem::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            format!(
+                "`from` and `to` must be the seqs of events (0 to {})",
+                crate::events::MAX_SEQ
+            ),
+        ));
+    }
     let patch = state
         .service
         .workspace_diff(&run, query.from, query.to)

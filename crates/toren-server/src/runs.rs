@@ -35,6 +35,10 @@ pub(crate) struct CreateRun {
     /// reach. A directory is not taken here (it would be read from the server's disk):
     /// `toren run --workspace-from DIR` copies one on the machine it runs on.
     #[serde(default)]
+    #[schema(
+        pattern = "^https?://",
+        example = "https://github.com/octocat/Hello-World.git"
+    )]
     workspace_from: Option<String>,
 }
 

@@ -32,6 +32,10 @@ pub(crate) struct CreateSession {
     /// A git repository to start the session's workspace as a clone of, as
     /// `POST /runs` takes it (an https URL whose host the agent's network policy reaches).
     #[serde(default)]
+    #[schema(
+        pattern = "^https?://",
+        example = "https://github.com/octocat/Hello-World.git"
+    )]
     workspace_from: Option<String>,
 }
 
