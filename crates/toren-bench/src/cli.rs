@@ -54,6 +54,10 @@ pub(crate) enum Command {
     /// The workspace checkpoint taken before each tool call, on a 20,000-file tree with
     /// one file changed per call; a checkpoint with nothing changed; a restore.
     Checkpoint(crate::checkpoint::CheckpointArgs),
+    /// What the egress proxy adds on loopback: a new connection and one round trip
+    /// directly, through the proxy's socket and through the sandbox's relay + proxy path;
+    /// one round trip over an open tunnel against an open direct connection.
+    Egress(crate::egress::EgressArgs),
     /// Every other benchmark in turn (their defaults, or small loads with --quick): each
     /// table printed, each JSON written, and a summary in target/toren-bench/all.json.
     All(crate::all::AllArgs),

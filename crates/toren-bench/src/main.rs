@@ -15,6 +15,7 @@ mod checkpoint;
 mod cli;
 mod concurrency;
 mod e2b;
+mod egress;
 mod fleet;
 mod journal;
 mod model;
@@ -82,6 +83,7 @@ pub(crate) async fn run(command: Command, quick: bool) -> anyhow::Result<api_loa
         Command::E2b(args) => e2b::run(args, quick).await,
         Command::Fleet(args) => fleet::run(args, quick).await,
         Command::Checkpoint(args) => checkpoint::run(args, quick).await,
+        Command::Egress(args) => egress::run(args, quick).await,
         Command::All(args) => all::run(args, quick).await,
     }
 }

@@ -38,6 +38,19 @@ pub(crate) fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The CPU time this process has spent so far, user and system, all its threads: what the
+/// machine's load does not change, unlike the wall time.
+pub(crate) fn cpu_time() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_SELF).map_or(Duration::ZERO, |usage| {
+        let micros = |t: nix::sys::time::TimeVal| {
+            Duration::from_secs(t.tv_sec().unsigned_abs())
+                + Duration::from_micros(t.tv_usec().unsigned_abs())
+        };
+        micros(usage.user_time()) + micros(usage.system_time())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,7 +63,7 @@ impl Clocks {
     fn now() -> Self {
         Self {
             wall: Instant::now(),
-            cpu: cpu_time(),
+            cpu: crate::stats::cpu_time(),
         }
     }
 
@@ -77,18 +77,6 @@ impl Clocks {
             cpu: later.cpu.saturating_sub(self.cpu),
         }
     }
-}
-
-/// The CPU time this process has spent so far, user and system.
-fn cpu_time() -> Duration {
-    use nix::sys::resource::{UsageWho, getrusage};
-    getrusage(UsageWho::RUSAGE_SELF).map_or(Duration::ZERO, |usage| {
-        let micros = |t: nix::sys::time::TimeVal| {
-            Duration::from_secs(t.tv_sec().unsigned_abs())
-                + Duration::from_micros(t.tv_usec().unsigned_abs())
-        };
-        micros(usage.user_time()) + micros(usage.system_time())
-    })
 }
 
 /// What resuming a log of `events` events costs, each figure the median of `repeats`

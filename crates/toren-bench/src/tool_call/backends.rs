@@ -26,6 +26,19 @@ pub(crate) fn local(sandbox_root: &Path) -> anyhow::Result<LocalBackend> {
     Ok(backend)
 }
 
+/// The local backend without the helper: each command a fresh bubblewrap (what `toren`
+/// falls back to where the helper is missing), after its startup check.
+pub(crate) fn local_without_helper(sandbox_root: &Path) -> anyhow::Result<LocalBackend> {
+    let backend = LocalBackend::new(LocalSettings {
+        sandbox_root: sandbox_root.to_owned(),
+        bwrap: None,
+    });
+    backend
+        .check()
+        .context("the local backend cannot run here (is bubblewrap installed? scripts/setup)")?;
+    Ok(backend)
+}
+
 /// The bubblewrap binary the local backend runs (the first `bwrap` on `PATH`).
 pub(crate) fn bwrap() -> PathBuf {
     std::env::var_os("PATH")

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Backend;
+use super::floors::Bwrap;
 use super::worker::CallTimes;
 use crate::report::{Machine, Table};
 use crate::stats::Spread;
@@ -17,8 +18,14 @@ pub(crate) struct Measured {
     pub(crate) iterations: usize,
     pub(crate) quick: bool,
     pub(crate) host: Vec<Duration>,
+    /// `bash -c true` with the sandbox's environment.
+    pub(crate) host_env: Vec<Duration>,
     pub(crate) bwrap: Vec<Duration>,
+    /// The bwrap floor with one piece of its command line left out.
+    pub(crate) bwrap_without: Vec<(Bwrap, Vec<Duration>)>,
     pub(crate) docker_exec: Option<Vec<Duration>>,
+    /// The local backend's `exec` of `true` without the helper (a fresh bubblewrap each).
+    pub(crate) local_fresh_exec: Option<Vec<Duration>>,
     pub(crate) backends: Vec<BackendTimes>,
 }
 
@@ -44,10 +51,21 @@ pub(crate) struct Outcome {
 pub(crate) struct Floors {
     /// `bash -c true` spawned directly.
     pub(crate) host: Option<Spread>,
+    /// … with the sandbox's environment (`PATH`, `HOME`, `LANG`).
+    pub(crate) host_sandbox_env: Option<Spread>,
     /// `bwrap <the local backend's args> bash -c true`.
     pub(crate) bwrap: Option<Spread>,
+    /// … without the seccomp filter.
+    pub(crate) bwrap_no_seccomp: Option<Spread>,
+    /// … without a network namespace (`--share-net`).
+    pub(crate) bwrap_shared_net: Option<Spread>,
+    /// … running `/usr/bin/true` without bash.
+    pub(crate) bwrap_no_shell: Option<Spread>,
     /// `docker exec <container> bash -c true` (Engine API: create, start, inspect).
     pub(crate) docker_exec: Option<Spread>,
+    /// The local backend's `exec` of `true` without the helper: a fresh bubblewrap per
+    /// command (its cgroup, rlimits and output capture on top of the bwrap floor).
+    pub(crate) local_fresh_exec: Option<Spread>,
 }
 
 #[derive(Debug, Serialize)]
@@ -92,23 +110,64 @@ fn times(r: Option<f64>) -> String {
 }
 
 pub(crate) fn report(m: &Measured) -> (Outcome, Table) {
+    let without = |variant: Bwrap| {
+        m.bwrap_without
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .and_then(|(_, times)| Spread::of(times))
+    };
     let floors = Floors {
         host: Spread::of(&m.host),
+        host_sandbox_env: Spread::of(&m.host_env),
         bwrap: Spread::of(&m.bwrap),
+        bwrap_no_seccomp: without(Bwrap::NoSeccomp),
+        bwrap_shared_net: without(Bwrap::SharedNet),
+        bwrap_no_shell: without(Bwrap::NoShell),
         docker_exec: m.docker_exec.as_deref().and_then(Spread::of),
+        local_fresh_exec: m.local_fresh_exec.as_deref().and_then(Spread::of),
     };
     let mut table = Table::default();
     table.row("calls of each kind", m.iterations.to_string());
     table.row("(p50 / p99 / max)", "");
     table.row("bash -c true (host floor)", spread_text(floors.host));
-    table.row(
-        "bwrap <local args> bash -c true (local floor)",
-        format!(
-            "{}  {} host",
-            spread_text(floors.bwrap),
-            times(ratio(floors.bwrap, floors.host))
-        ),
+    let over_host = |label: &str, s: Option<Spread>, table: &mut Table| {
+        table.row(
+            label,
+            format!("{}  {} host", spread_text(s), times(ratio(s, floors.host))),
+        );
+    };
+    over_host(
+        "  … with the sandbox's env (LANG etc.)",
+        floors.host_sandbox_env,
+        &mut table,
     );
+    over_host(
+        "bwrap <local args> bash -c true (local floor)",
+        floors.bwrap,
+        &mut table,
+    );
+    over_host(
+        "  … without the seccomp filter",
+        floors.bwrap_no_seccomp,
+        &mut table,
+    );
+    over_host(
+        "  … without a network namespace",
+        floors.bwrap_shared_net,
+        &mut table,
+    );
+    over_host(
+        "  … running true without bash",
+        floors.bwrap_no_shell,
+        &mut table,
+    );
+    if floors.local_fresh_exec.is_some() {
+        over_host(
+            "local without the helper: exec of true",
+            floors.local_fresh_exec,
+            &mut table,
+        );
+    }
     if floors.docker_exec.is_some() {
         table.row(
             "docker exec <container> bash -c true",
@@ -223,8 +282,11 @@ mod tests {
             iterations: 3,
             quick: true,
             host: ms(&[2, 2, 2]),
+            host_env: ms(&[3, 3, 3]),
             bwrap: ms(&[10, 10, 10]),
+            bwrap_without: vec![(Bwrap::NoSeccomp, ms(&[9, 9, 9]))],
             docker_exec: Some(ms(&[100, 100, 100])),
+            local_fresh_exec: Some(ms(&[12, 12, 12])),
             backends: vec![
                 BackendTimes {
                     backend: Backend::Local,
@@ -251,6 +313,8 @@ mod tests {
             ],
         };
         let (outcome, _) = report(&m);
+        assert_eq!(outcome.floors.bwrap_no_seccomp.map(|s| s.p50_ms), Some(9.0));
+        assert_eq!(outcome.floors.bwrap_shared_net, None);
         let local = &outcome.backends[0];
         assert_eq!(local.over_host, Some(10.0));
         assert_eq!(local.over_backend_floor, Some(2.0));

@@ -1,13 +1,14 @@
 //! The floors a sandboxed trivial command is held against: `bash -c true` spawned directly
-//! (the host floor), `bwrap` spawned with exactly the local backend's arguments (the local
-//! floor: its seccomp filter, namespaces and mounts) and `docker exec` of the same shell in
-//! a running container (what most agent runtimes do per command). Also [`measure`], which
-//! every latency here goes through.
-//!
-//! The bubblewrap floor is a copy of `toren-sandbox`'s `examples/local_bench` floors (an
-//! example cannot be called from another crate), built from the same public pieces:
-//! `bwrap_argv`, `sandbox_env`, `seccomp_filter`.
+//! (the host floor), and with the sandbox's environment (`LANG=C.UTF-8` alone makes bash
+//! load the locale, a share of what any sandboxed command pays); `bwrap` spawned with
+//! exactly the local backend's arguments (the local floor: its seccomp filter, namespaces
+//! and mounts), built from the backend's public pieces (`bwrap_argv`, `sandbox_env`,
+//! `seccomp_filter`), and that command line with one piece left out at a time, to show
+//! where bubblewrap's time goes; and `docker exec` of the same shell in a running container
+//! (what most agent runtimes do per command). Also [`measure`], which every latency here
+//! goes through.
 
+use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
@@ -40,28 +41,71 @@ pub(crate) async fn host(iterations: usize) -> anyhow::Result<Vec<Duration>> {
     .await
 }
 
-/// `bwrap` with the local backend's exact command line for `true` over `workspace`: the
-/// seccomp filter on a pipe, no network, the default `/tmp` size, `bash -c true` inside.
+/// `bash -c true` on the host with the sandbox's environment (`PATH`, `HOME`, `LANG`).
+pub(crate) async fn host_with_sandbox_env(iterations: usize) -> anyhow::Result<Vec<Duration>> {
+    measure(iterations, || async {
+        let out = Command::new("/bin/bash")
+            .args(["-c", "true"])
+            .env_clear()
+            .envs(sandbox_env(&[]))
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .context("cannot run bash")?;
+        ensure!(out.status.success(), "bash -c true failed: {}", out.status);
+        Ok(())
+    })
+    .await
+}
+
+/// The local backend's bubblewrap command line, whole or with one piece left out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bwrap {
+    /// Exactly the backend's arguments, seccomp filter included: the local floor.
+    Exact,
+    /// Without `--seccomp`.
+    NoSeccomp,
+    /// With `--share-net`: no network namespace to create and tear down.
+    SharedNet,
+    /// `/usr/bin/true` itself instead of `bash -c true`.
+    NoShell,
+}
+
+/// `bwrap` with the local backend's command line for `true` over `workspace`, as `variant`
+/// says; exactly: the seccomp filter on a pipe, no network, the default `/tmp` size,
+/// `bash -c true` inside.
 pub(crate) async fn bwrap(
     bwrap: &Path,
     workspace: &Path,
+    variant: Bwrap,
     iterations: usize,
 ) -> anyhow::Result<Vec<Duration>> {
     let layout = HostLayout::probe();
-    let filter = seccomp_filter();
+    let filter = if variant == Bwrap::NoSeccomp {
+        None
+    } else {
+        seccomp_filter()
+    };
     measure(iterations, || async {
         let seccomp = filter.as_deref().map(inheritable_pipe).transpose()?;
         let spec = BwrapSpec {
             workspace,
-            network: false,
+            network: variant == Bwrap::SharedNet,
             layout: &layout,
             tmp_size: ResourceLimits::default().memory,
             seccomp_fd: seccomp.as_ref().map(AsRawFd::as_raw_fd),
             inside: Inside::Command("true"),
             egress: None,
         };
+        let mut argv = bwrap_argv(&spec);
+        if variant == Bwrap::NoShell {
+            // The command line ends in `bash -c true`.
+            argv.truncate(argv.len() - 3);
+            argv.push(OsString::from("/usr/bin/true"));
+        }
         let out = Command::new(bwrap)
-            .args(bwrap_argv(&spec))
+            .args(argv)
             .env_clear()
             .envs(sandbox_env(&[]))
             .stdin(Stdio::null())

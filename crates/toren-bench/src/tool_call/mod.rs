@@ -2,10 +2,12 @@
 //! backend, against its floors. For each backend a [`Worker`](toren_worker::Worker) drives
 //! one run over a real SQLite store whose scripted model asks for `bash: true` again and
 //! again; each call is timed from `model_responded` committed to `tool_completed` committed
-//! ([`worker`]). Beside it: the backend's own `exec` of `true` (no journal, no worker), and
-//! the floors ([`floors`]): `bash -c true` spawned directly (host), `bwrap` with the local
-//! backend's exact arguments (local) and `docker exec` in a running container (what most
-//! runtimes do). Every ratio is of p50s measured in this one run.
+//! ([`worker`]). Beside it: the backend's own `exec` of `true` (no journal, no worker; for
+//! `local` also without the helper, a fresh bubblewrap per command, what `toren` falls back
+//! to where the helper is missing), and the floors ([`floors`]): `bash -c true` spawned directly
+//! (host, and with the sandbox's environment), `bwrap` with the local backend's exact
+//! arguments (local) and with one piece left out at a time, and `docker exec` in a running
+//! container (what most runtimes do). Every ratio is of p50s measured in this one run.
 
 mod backends;
 mod figures;
@@ -77,15 +79,31 @@ pub(crate) async fn run(args: ToolCallArgs, quick: bool) -> anyhow::Result<Verdi
     ));
 
     let host = floors::host(iterations).await?;
+    let host_env = floors::host_with_sandbox_env(iterations).await?;
     let floor_ws = dir.path().join("floor-workspace");
     std::fs::create_dir_all(&floor_ws)?;
-    let bwrap = floors::bwrap(&backends::bwrap(), &floor_ws, iterations).await?;
+    let bwrap_bin = backends::bwrap();
+    let bwrap = floors::bwrap(&bwrap_bin, &floor_ws, floors::Bwrap::Exact, iterations).await?;
+    let mut bwrap_without = Vec::new();
+    for variant in [
+        floors::Bwrap::NoSeccomp,
+        floors::Bwrap::SharedNet,
+        floors::Bwrap::NoShell,
+    ] {
+        bwrap_without.push((
+            variant,
+            floors::bwrap(&bwrap_bin, &floor_ws, variant, iterations).await?,
+        ));
+    }
     let mut measured = figures::Measured {
         iterations,
         quick,
         host,
+        host_env,
         bwrap,
+        bwrap_without,
         docker_exec: None,
+        local_fresh_exec: None,
         backends: Vec::new(),
     };
     for backend in &args.backend {
@@ -94,6 +112,9 @@ pub(crate) async fn run(args: ToolCallArgs, quick: bool) -> anyhow::Result<Verdi
             Backend::Local => {
                 let local: Arc<dyn SandboxBackend> = Arc::new(backends::local(&root)?);
                 let exec = backend_exec(&*local, *backend, &root, iterations).await?.0;
+                let fresh = backends::local_without_helper(&root)?;
+                measured.local_fresh_exec =
+                    Some(backend_exec(&fresh, *backend, &root, iterations).await?.0);
                 let calls = worker::tool_calls(local, policy("local"), &root, iterations).await?;
                 (exec, calls)
             }

@@ -6,7 +6,7 @@
 //! two halves are kept apart (`model_responded` → `tool_started`, `tool_started` →
 //! `tool_completed`) to show the journal's share.
 //!
-//! Adapted from `toren-sandbox`'s `examples/local_bench/worker.rs`, for any backend.
+//! Any backend can be measured this way: the worker only sees a `SandboxBackend`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
