@@ -1,4 +1,4 @@
-//! `e2b`: how fast the e2b backend is against the local E2B server (issue 14), in one run:
+//! `e2b`: how fast the e2b backend is against the local E2B server, in one run:
 //! a new run's sandbox to its first command's output (create, `/workspace` made, `echo`),
 //! a resumed run's (list by metadata, `connect`, `echo`), and a trivial command (`true`)
 //! through envd's `process.Process/Start`, beside a plain `bash -c true` on the host. The
@@ -24,7 +24,7 @@ use crate::stats::Spread;
 use crate::tool_call::say;
 
 const KEY: &str = "e2b_0123456789abcdef";
-/// E2B's published create-to-first-output medians (ms), as issue 14 quotes them.
+/// E2B's published create-to-first-output medians (ms).
 const PUBLISHED_MS: (f64, f64) = (441.0, 491.0);
 
 #[derive(Debug, Args)]

@@ -1,5 +1,5 @@
 //! `sandbox.secrets` of an agent file: credentials the egress proxy adds to requests to
-//! named hosts, so their values never enter the sandbox (issue 18, part 4):
+//! named hosts, so their values never enter the sandbox:
 //!
 //! ```yaml
 //! sandbox:

@@ -1,4 +1,4 @@
-//! The Telegram bot's settings (issue 15): its token (a runtime credential held as a
+//! The Telegram bot's settings: its token (a runtime credential held as a
 //! [`Secret`]), the Bot API's address, who may talk to it, the group chats it answers in,
 //! and the agent of new chats. Read from the same lookup as [`Settings`](crate::Settings);
 //! a malformed list or URL is an error naming the variable.

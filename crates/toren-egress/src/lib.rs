@@ -1,5 +1,5 @@
 //! Toren's egress proxy: the only way out of a sandbox whose agent file lists hosts
-//! (`network: [pypi.org, "*.github.com"]`, issue 18).
+//! (`network: [pypi.org, "*.github.com"]`).
 //!
 //! It runs outside the sandbox and speaks HTTP/1.1 proxying: `CONNECT host:port` for
 //! HTTPS (bytes passed through, no TLS interception, matched on the requested host) and

@@ -1,4 +1,4 @@
-//! The in-sandbox end of Toren's egress proxy (issue 18; `toren-exec --forward`, started
+//! The in-sandbox end of Toren's egress proxy (`toren-exec --forward`, started
 //! so by the local and docker backends for a run with a host list):
 //! a sandbox with `network: [hosts…]` keeps its own network namespace, where nothing but
 //! loopback exists, and reaches the proxy through a unix socket bound into it. Tools that

@@ -1,4 +1,4 @@
-//! The events of network access by host (issue 18): a host outside the agent's list that
+//! The events of network access by host: a host outside the agent's list that
 //! the sandbox tried to reach and a person is asked about ([`HostApprovalRequested`],
 //! answered by the same `approval_decided` as a tool call, addressed by the request's
 //! [`id`](HostApprovalRequested::id)), and the connections the egress proxy judged

@@ -1,4 +1,4 @@
-//! Secrets the egress proxy injects (`sandbox.secrets` of an agent file, issue 18): the
+//! Secrets the egress proxy injects (`sandbox.secrets` of an agent file): the
 //! operator's variable `name` is read by the proxy, outside the sandbox, and added as a
 //! request header to every request to one of `hosts`, so the value never enters the
 //! sandbox. Pinned inside [`crate::EgressPolicy::secrets`]: names, hosts and the header

@@ -1,4 +1,4 @@
-//! Redaction by value (issue 18, part 5): the values of a run's granted `env` variables
+//! Redaction by value: the values of a run's granted `env` variables
 //! and of its injected secrets are replaced by `[redacted:NAME]` in what Toren keeps or
 //! shows — tool outputs before they are journaled and sent to the model, streamed text,
 //! log lines.

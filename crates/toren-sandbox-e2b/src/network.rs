@@ -1,5 +1,5 @@
 //! The `network` object of E2B's create request for a run whose agent lists hosts
-//! (`network: [pypi.org, "*.github.com"]`, issue 18), as a pure function of the pinned
+//! (`network: [pypi.org, "*.github.com"]`), as a pure function of the pinned
 //! [`EgressPolicy`] and the values of its injected secrets.
 //!
 //! On E2B the service's own egress firewall is the sandbox's only way out; no Toren proxy

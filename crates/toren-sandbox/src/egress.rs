@@ -1,4 +1,4 @@
-//! A run's egress proxy as the backends start it (issue 18): when the pinned policy lists
+//! A run's egress proxy as the backends start it: when the pinned policy lists
 //! hosts (`network: [pypi.org, …]`, so `network` is false and `egress` is set), the sandbox
 //! keeps its own network namespace with nothing but loopback, and its only way out is one
 //! `toren_egress::Proxy` per run, owned by the Toren process that drives the run. The proxy

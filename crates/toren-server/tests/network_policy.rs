@@ -1,5 +1,4 @@
-//! An agent that asks about hosts outside its list (`network: {allow: [...], ask: true}`,
-//! issue 18) on a backend that cannot hold a connection while a person decides (e2b, whose
+//! An agent that asks about hosts outside its list (`network: {allow: [...], ask: true}`) on a backend that cannot hold a connection while a person decides (e2b, whose
 //! own firewall decides there): `POST /runs` refuses it with 422 naming the fix and writes
 //! nothing (sessions go through the same `resolve_policy`). A plain host list is accepted.
 

@@ -1,4 +1,4 @@
-//! Injected secrets and granted values at the API's front doors (issue 18): a run or a
+//! Injected secrets and granted values at the API's front doors: a run or a
 //! session whose agent injects a secret this process's environment does not set is refused
 //! with 422 naming the variable, before anything is written (`POST /runs`, `POST
 //! /sessions`, `POST /sessions/{id}/messages`), when this process drives its runs; an API

@@ -1,4 +1,4 @@
-//! The Telegram front door (issue 15): chat with a sandbox agent from a phone.
+//! The Telegram front door: chat with a sandbox agent from a phone.
 //!
 //! [`Bot`] long-polls the Bot API (`bot.rs`), binds each chat to a session of the run
 //! service, and drives each message's turn with a worker of its own process; the reply is

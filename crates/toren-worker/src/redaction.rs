@@ -1,4 +1,4 @@
-//! Redaction by value in the worker (issue 18, part 5): what a tool printed is journaled,
+//! Redaction by value in the worker: what a tool printed is journaled,
 //! and so sent to the model and shown on every surface, with the values of the run's
 //! granted `env` variables and injected secrets replaced by `[redacted:NAME]`
 //! (`toren_redact`). The values are looked up where the sandbox's environment is, through

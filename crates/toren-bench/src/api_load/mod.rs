@@ -1,4 +1,4 @@
-//! `api-load`: the load of issue 11 on one `toren serve`. It creates N runs of a scripted
+//! `api-load`: a load of many runs on one `toren serve`. It creates N runs of a scripted
 //! agent through `POST /runs` from C concurrent clients, timing each request; polls the
 //! run list until every run has ended (or the deadline passes, when the stuck runs are
 //! listed); reads every run's log and checks it ([`check`]); samples the server's memory,

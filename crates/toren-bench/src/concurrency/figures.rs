@@ -1,5 +1,5 @@
 //! What `concurrency` measured, as the JSON document and the human table, with each goal of
-//! issue 12 (item 5) judged: all complete; a waiting run costs under 64 KiB of the server's
+//! its goal judges: all complete; a waiting run costs under 64 KiB of the server's
 //! memory and holds no sandbox process, no thread and no open file.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `concurrency` (issue 12, item 5): many runs live at once in one `toren serve` on the
+//! `concurrency`: many runs live at once in one `toren serve` on the
 //! local backend. After a warm-up it creates W runs of an agent that asks for approval and
 //! waits until all of them wait (memory per waiting run: RSS then minus RSS before, over
 //! W); then T runs that make a tool call at once, timed until all have ended while the W

@@ -1,4 +1,4 @@
-//! `toren-bench fleet`: what a fleet of `toren worker` processes sustains (issue 13). For
+//! `toren-bench fleet`: what a fleet of `toren worker` processes sustains. For
 //! each store — Postgres (a throwaway cluster, `TOREN_QUEUE=postgres`: claims with `FOR
 //! UPDATE SKIP LOCKED`, woken by `NOTIFY`) and SQLite (one file, the local queue) — and
 //! each workload — a scripted agent that only answers (no tool) and one that makes one

@@ -1,4 +1,4 @@
-//! `toren-bench journal`: what journaling costs (issue 12, item 3). Durable events per
+//! `toren-bench journal`: what journaling costs. Durable events per
 //! second for one run appending alone and for many runs at once, the fsyncs each durable
 //! step costs (counted by `strace -c` around a child process running the same appends),
 //! and the latency journaling adds to a tool call (`tool_started` before it and

@@ -1,4 +1,4 @@
-//! `model` (issue 12, item 7): what Toren adds between a model's last byte and the tool
+//! `model`: what Toren adds between a model's last byte and the tool
 //! call starting. For each provider — Anthropic Messages and OpenAI Chat Completions, the
 //! real clients of `toren-model` streaming from `toren-test-support`'s fake servers on
 //! loopback (the real wire formats, cut in awkward chunks), and the scripted provider for

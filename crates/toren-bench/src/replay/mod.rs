@@ -1,5 +1,4 @@
-//! `toren-bench replay`: the time from resuming a run to its next new action (issue 12,
-//! item 4), for logs of 1,000, 10,000 and 100,000 events, split into the store's read
+//! `toren-bench replay`: the time from resuming a run to its next new action, for logs of 1,000, 10,000 and 100,000 events, split into the store's read
 //! (query and decoding), decoding alone, the fold and the decision, and how it grows from
 //! one length to the next (the goal: linear, and 10,000 events under 50 ms). Each log is
 //! written through the real store (SQLite in a temporary directory) and resumed on fresh

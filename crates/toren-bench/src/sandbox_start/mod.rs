@@ -1,8 +1,8 @@
-//! `sandbox-start`: a new run's sandbox start to its first command's output (issue 12,
-//! item 2), per backend: `local` — `LocalBackend::open` (the workspace) and the first exec
-//! of `echo ready`; `docker` — `DockerBackend::open` (image check, workspace) and the first
-//! exec, which creates, attaches and starts the container and asks its helper. Each sample
-//! is a fresh run. For docker, [`docker::breakdown`] replays the same start path one Engine
+//! `sandbox-start`: a new run's sandbox start to its first command's output, per backend:
+//! `local` — `LocalBackend::open` (the workspace) and the first exec of `echo ready`;
+//! `docker` — `DockerBackend::open` (image check, workspace) and the first exec, which
+//! creates, attaches and starts the container and asks its helper. Each sample is a fresh
+//! run. For docker, [`docker::breakdown`] replays the same start path one Engine
 //! API call at a time to show what bounds it. Goals: `local` under 20 ms p50, `docker`
 //! under 300 ms p50.
 

@@ -1,4 +1,4 @@
-//! `sse` (issue 12, item 6): the API under load from a second process — this one; the
+//! `sse`: the API under load from a second process — this one; the
 //! server is its own `toren serve` process. First `POST /runs` throughput and latency:
 //! R runs of an agent that only answers, from C concurrent clients. Then SSE fan-out: one
 //! run whose first bash call waits for approval; F clients follow its `GET

@@ -1,5 +1,5 @@
 //! What `tool-call` measured, as the table on stdout and the JSON document: each latency's
-//! p50 / p99 / max, and the ratios of p50s that the goals of issue 12 are stated in —
+//! p50 / p99 / max, and the ratios of p50s that the goals are stated in —
 //! `local` within 2× of the host floor; `docker` within 3× of the host floor and at least
 //! 10× faster than `docker exec`.
 
@@ -87,7 +87,7 @@ pub(crate) struct BackendFigures {
     pub(crate) over_host: Option<f64>,
     /// tool call p50 / the backend's own floor p50 (bwrap for local, docker exec for docker).
     pub(crate) over_backend_floor: Option<f64>,
-    /// The goal, as issue 12 states it, and whether this run met it.
+    /// The goal, as BENCHMARKS.md states it, and whether this run met it.
     pub(crate) goal: &'static str,
     pub(crate) goal_met: bool,
 }

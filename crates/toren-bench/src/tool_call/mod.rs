@@ -1,4 +1,4 @@
-//! `tool-call`: the trivial tool call (`bash: true`) end to end (issue 12, item 1), per
+//! `tool-call`: the trivial tool call (`bash: true`) end to end, per
 //! backend, against its floors. For each backend a [`Worker`](toren_worker::Worker) drives
 //! one run over a real SQLite store whose scripted model asks for `bash: true` again and
 //! again; each call is timed from `model_responded` committed to `tool_completed` committed

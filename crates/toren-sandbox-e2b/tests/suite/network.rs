@@ -1,4 +1,4 @@
-//! A host list on e2b (issue 18): the sandbox is created with E2B's own allow-list — the
+//! A host list on e2b: the sandbox is created with E2B's own allow-list — the
 //! whole create body checked — and an injected secret travels in the create request's
 //! transform rules only, never to envd; what E2B cannot keep (`ask`) is refused before any
 //! sandbox exists.

@@ -305,7 +305,7 @@ async fn network_is_unshared_by_default(mode: Mode) {
     assert!(!accepted);
 }
 
-/// `network: [hosts…]` pins an egress policy with `network: false` (issue 18): the sandbox
+/// `network: [hosts…]` pins an egress policy with `network: false`: the sandbox
 /// keeps only loopback, a direct connection to the host's listener fails, and the one way
 /// out is the run's egress proxy, which refuses even a listed name whose address is
 /// loopback. Without the helper (which relays to the proxy) such a sandbox is not opened

@@ -1,4 +1,4 @@
-//! The web page of `toren serve` (issue 16): server-rendered HTML at `/` and `/ui/…`, a
+//! The web page of `toren serve`: server-rendered HTML at `/` and `/ui/…`, a
 //! static script and style sheet (`crates/toren-server/web/`, embedded), and the JSON API
 //! again under `/ui/api/…` for the page's script — the same router and handlers, reached
 //! with the sign-in cookie instead of a bearer header. No second source of truth: pages

@@ -344,7 +344,7 @@ pub async fn a_reused_call_id_is_decided_by_its_latest_request(store: &dyn Event
     );
 }
 
-/// A host's approval (`host_approval_requested`, issue 18) is decided like a call's, by its
+/// A host's approval (`host_approval_requested`) is decided like a call's, by its
 /// id `host:<name>`: atomically, first decision wins, with no lease, while the run's
 /// driver holds the run (a tool call runs); the request makes the run wait and the
 /// decision makes it run again. Racing deciders (two front doors) get one winner.

@@ -1,4 +1,4 @@
-//! A decision while the run waits on more than one request (issue 18): the run stays
+//! A decision while the run waits on more than one request: the run stays
 //! `awaiting_approval`, and so unclaimed, until nothing of its current wait is open; a
 //! request of an earlier wait (a host whose connection gave up before its command ended)
 //! holds nothing; a decision leaves a run paused at its budget paused.

@@ -862,7 +862,7 @@ fn rewound() -> Vec<Event> {
     )]
 }
 
-/// Network access by host (issue 18): a host outside the list asked about while a bash
+/// Network access by host: a host outside the list asked about while a bash
 /// call ran, and the connections the egress proxy journaled.
 fn network_records() -> Vec<Event> {
     use toren_protocol::{

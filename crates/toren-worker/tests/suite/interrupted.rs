@@ -1,5 +1,5 @@
 //! A call an earlier driver started and never finished is run again only after whatever
-//! that attempt left running in the sandbox is stopped (issue 28, item 2): the backend's
+//! that attempt left running in the sandbox is stopped: the backend's
 //! `stop_processes` (docker: the container removed, its processes killed) comes before the
 //! sandbox is opened for the next attempt and before its `tool_started`.
 

@@ -105,7 +105,7 @@ pub(crate) async fn show(run: &str, as_json: bool) -> Result<u8, Failure> {
             "attempt": request.attempt, "interrupted": request.attempt > 1})
     });
     let mut object = summary_json(&summary);
-    // The hosts asked about and the connections journaled (issue 18).
+    // The hosts asked about and the connections journaled.
     let events = service.events(&run_id, 0).await.map_err(Failure::failed)?;
     object["network"] = network::json_of(&state, &events);
     object["model"] = json!(state.agent.model);

@@ -1,5 +1,5 @@
 //! Tool calls through the real binary when the provider's ids are missing, repeated across
-//! turns or repeated within one answer (defects of issue 8), arguments encoded twice, and a
+//! turns or repeated within one answer (defects seen in real providers), arguments encoded twice, and a
 //! log that cannot be replayed: every call gets an id unique within the run, approvals
 //! address it unambiguously, what is approved is what runs, and a corrupt log is a failed
 //! run, never a resumable one.

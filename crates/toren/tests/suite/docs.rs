@@ -761,3 +761,39 @@ fn every_command_is_in_the_readmes_commands_table() {
         "commands the README's table does not list: {missing:?}"
     );
 }
+
+/// Code and docs say what the code does and why, never which issue asked for it: a reader
+/// without the tracker learns nothing from an issue number. Applied migrations are the one
+/// exception: their text is checksummed by the databases that ran them, so it never
+/// changes.
+#[test]
+fn no_file_cites_an_issue_number() {
+    let listed = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "git ls-files: {}", text(&listed.stderr));
+    let mut cited = Vec::new();
+    for name in text(&listed.stdout).split('\0').filter(|n| !n.is_empty()) {
+        if name.contains("/migrations/") {
+            continue;
+        }
+        let Ok(content) = std::fs::read_to_string(repo_root().join(name)) else {
+            continue;
+        };
+        for (number, line) in content.lines().enumerate() {
+            let lower = line.to_ascii_lowercase();
+            let cites = lower.match_indices("issue ").any(|(at, _)| {
+                lower[at + "issue ".len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit() || c == '#')
+            });
+            if cites {
+                cited.push(format!("{name}:{}: {}", number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(cited.is_empty(), "history references:\n{}", cited.join("\n"));
+}

@@ -1,4 +1,4 @@
-//! Redaction by value through the real binary (issue 18, part 5): a granted variable's value
+//! Redaction by value through the real binary: a granted variable's value
 //! that a command prints is journaled as `[redacted:NAME]`, so `toren events`, the next
 //! model request (the fake Anthropic server records it) and the debug log never hold it,
 //! while the command did see the real value (the file it wrote has it); the value in the

@@ -1014,7 +1014,7 @@ async fn old_runs_this_server_leaves_alone_do_not_hide_newer_ones() {
     assert_eq!(local.wait_exit(), Some(0));
 }
 
-/// An injected secret unset in the environment (issue 18): `toren serve` with its own
+/// An injected secret unset in the environment: `toren serve` with its own
 /// workers on the local queue drives every run it creates, so its API refuses the run and
 /// the session up front (422, naming the variable, nothing made); an API-only front
 /// (`--workers 0`) leaves the check to the worker that will claim the run.

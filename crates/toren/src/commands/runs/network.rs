@@ -1,4 +1,4 @@
-//! `runs show`'s network part (issue 18): the hosts a person was asked about and what was
+//! `runs show`'s network part: the hosts a person was asked about and what was
 //! decided, and the connections the egress proxy journaled, tallied per host, port, method
 //! and outcome. Everything from the sandbox is rendered with `toren-display`.
 

@@ -1,4 +1,4 @@
-//! The fleet under chaos (issue 13): three `toren worker` processes, each in its own
+//! The fleet under chaos: three `toren worker` processes, each in its own
 //! network namespace ("machine", `fleet_netns.rs`) reaching one throwaway Postgres over its
 //! veth pair, with distinct `TOREN_WORKER_ID`s and one shared `TOREN_SANDBOX_ROOT` declared
 //! as one workspace volume, drive 60 runs of scripted agents created through

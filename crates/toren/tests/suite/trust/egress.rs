@@ -1,4 +1,4 @@
-//! Network by host (issue 18): with `network: [hosts…]` the sandbox's only way out is the
+//! Network by host: with `network: [hosts…]` the sandbox's only way out is the
 //! run's egress proxy. Through it an allowed host is reachable (plain HTTP, CONNECT, and
 //! Python's urllib honouring `http_proxy`); a host outside the list gets a 403 with the
 //! proxy's reason; a listed name that resolves to a loopback, private or metadata address is

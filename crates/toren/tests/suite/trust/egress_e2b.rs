@@ -1,4 +1,4 @@
-//! Network by host under e2b (issue 18): a host list is E2B's own allow-list, so the
+//! Network by host under e2b: a host list is E2B's own allow-list, so the
 //! network-policy section runs against the local E2B service's firewall
 //! (`toren_test_support::e2b`, whose module doc says what it approximates). As on E2B an
 //! allowed name is reached on port 80 (HTTP, matched on `Host`) and 443 (TLS, on the SNI);

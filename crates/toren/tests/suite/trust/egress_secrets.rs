@@ -1,4 +1,4 @@
-//! Secret injection (issue 18, part 4), end to end: an agent file injects `INJECTED_TOKEN`
+//! Secret injection, end to end: an agent file injects `INJECTED_TOKEN`
 //! for `api.test`; a TLS server of the test's own CA plays that host. Through the run's
 //! egress proxy curl and Python reach it over HTTPS, trusting the run's CA from the bundle
 //! the sandbox is given, and the server sees `Authorization: Bearer <value>` on each

@@ -280,7 +280,7 @@ pub(crate) fn suite(backend: &Backend) {
     }
 
     // Granted, MY_APP_DB_URL and only it is in the sandbox, and what a command prints of
-    // its value is journaled redacted (issue 18, part 5).
+    // its value is journaled redacted.
     let granted = harness::run_watching(&toren, "granted", &mut sample);
     granted.assert_completed();
     let length = granted.result(3).output.clone();
