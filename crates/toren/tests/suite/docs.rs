@@ -773,7 +773,11 @@ fn no_file_cites_an_issue_number() {
         .current_dir(repo_root())
         .output()
         .unwrap();
-    assert!(listed.status.success(), "git ls-files: {}", text(&listed.stderr));
+    assert!(
+        listed.status.success(),
+        "git ls-files: {}",
+        text(&listed.stderr)
+    );
     let mut cited = Vec::new();
     for name in text(&listed.stdout).split('\0').filter(|n| !n.is_empty()) {
         if name.contains("/migrations/") {
@@ -795,5 +799,9 @@ fn no_file_cites_an_issue_number() {
             }
         }
     }
-    assert!(cited.is_empty(), "history references:\n{}", cited.join("\n"));
+    assert!(
+        cited.is_empty(),
+        "history references:\n{}",
+        cited.join("\n")
+    );
 }
