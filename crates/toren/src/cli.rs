@@ -26,6 +26,9 @@ pub(crate) enum Command {
     /// The run id is printed on stderr as soon as the run exists; progress and the model's
     /// streamed text go to stderr; the final answer goes to stdout. Exit status: 0 completed,
     /// 1 failed, 2 configuration or usage error, 130 interrupted.
+    #[command(
+        after_help = "Examples:\n  toren run hello \"say hi\"\n  toren run coder \"make the tests pass\" --workspace-from ~/src/myapp\n  toren run ./agents/coder.yaml --input \"fix the build\" --json"
+    )]
     Run(RunArgs),
     /// Continue a run whose process died or was stopped, from its event log.
     ///
@@ -33,6 +36,7 @@ pub(crate) enum Command {
     /// call that was started and never completed runs again (the model is told); a pending
     /// approval stays pending. The run keeps the agent spec and sandbox policy it was created
     /// with. Output and exit status are those of `toren run`.
+    #[command(after_help = "Examples:\n  toren resume last\n  toren resume run_01j9")]
     Resume(ResumeArgs),
     /// Talk to an agent in a session that keeps its conversation and workspace.
     ///
@@ -40,38 +44,65 @@ pub(crate) enum Command {
     /// message is a turn; the model's text goes to stdout, progress to stderr. On a terminal
     /// it is a line editor (`/help` lists the commands; Ctrl-C cancels the running turn,
     /// Ctrl-D leaves); with stdin piped it reads one message per line and exits 0 at the end.
+    #[command(
+        after_help = "Examples:\n  toren chat notes --agent hello\n  toren chat work --agent coder --workspace-from ~/src/myapp\n  echo \"what changed?\" | toren chat notes"
+    )]
     Chat(ChatArgs),
     /// List, inspect and remove sessions.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  toren sessions list\n  toren sessions show notes --json\n  toren sessions rm notes --delete-workspace"
+    )]
     Sessions(SessionsCommand),
     /// List and inspect runs.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  toren runs list\n  toren runs show last\n  toren runs show run_01j9 --json"
+    )]
     Runs(RunsCommand),
     /// Print a run's event log, oldest first.
+    #[command(
+        after_help = "Examples:\n  toren events last\n  toren events run_01j9 --json\n  toren events last --follow"
+    )]
     Events(EventsArgs),
     /// Show what changed in a run's workspace between two steps (from its checkpoints).
+    #[command(
+        after_help = "Examples:\n  toren diff last > result.patch\n  toren diff run_01j9 --from 4 --to 12"
+    )]
     Diff(DiffArgs),
     /// Copy a run's workspace as it is now into a new (or empty) directory: its result,
     /// taken out whole (`toren diff RUN` gives it as a patch).
+    #[command(after_help = "Examples:\n  toren export last ~/src/myapp-result")]
     Export(ExportArgs),
     /// Take a run or a session back to an earlier step: its workspace and its conversation
     /// as they were then (later events stay in the log); `toren resume` continues a run,
     /// the session's next message continues a session.
+    #[command(
+        after_help = "Examples:\n  toren rewind last --to 7\n  toren rewind notes --to 3\n  toren rewind notes --to 2.5"
+    )]
     Rewind(RewindArgs),
     /// Approve a bash command a run is waiting on.
+    #[command(after_help = "Examples:\n  toren approve last call_1")]
     Approve(DecideArgs),
     /// Deny a bash command a run is waiting on; the reason goes to the model.
+    #[command(after_help = "Examples:\n  toren deny last call_2 --reason \"do not delete files\"")]
     Deny(DenyArgs),
     /// Cancel a run: a running command is stopped and the run cannot be resumed.
+    #[command(after_help = "Examples:\n  toren cancel last --reason \"wrong branch\"")]
     Cancel(CancelArgs),
     /// Raise the budget of a run paused at it (`awaiting_budget`); the process that drives
     /// it goes on from there (when none does, `toren resume` it).
+    #[command(
+        after_help = "Examples:\n  toren budget last --add-tokens 50000\n  toren budget run_01j9 --add-usd 0.50 --add-wall 30m"
+    )]
     Budget(BudgetArgs),
     /// Validate agent files as `toren run` loads them, reporting every error of each file;
     /// exits non-zero if any has an error.
+    #[command(after_help = "Examples:\n  toren check agents/hello.yaml\n  toren check agents/")]
     Check(CheckArgs),
     /// The docker backend's containers and their reaper.
     #[command(subcommand)]
+    #[command(after_help = "Examples:\n  toren sandbox list\n  toren sandbox reap --dry-run")]
     Sandbox(SandboxCommand),
     /// Run the Telegram bot: chat with an agent from your phone (TELEGRAM_BOT_TOKEN).
     ///
@@ -79,8 +110,14 @@ pub(crate) enum Command {
     /// messages are turns driven by this process, approvals are buttons, files the agent
     /// sends arrive as photos or documents. SIGTERM or Ctrl-C stops it; turns left
     /// unfinished are resumed when it starts again.
+    #[command(
+        after_help = "Examples:\n  TELEGRAM_BOT_TOKEN=... TOREN_TELEGRAM_USERS=12345 TOREN_TELEGRAM_AGENT=hello toren telegram"
+    )]
     Telegram(TelegramArgs),
     /// Serve the HTTP API on TOREN_API_ADDR and drive queued runs with in-process workers.
+    #[command(
+        after_help = "Examples:\n  toren serve\n  toren serve --workers 0\n  TOREN_API_ADDR=0.0.0.0:8080 toren serve --log-format json"
+    )]
     Serve(ServeArgs),
     /// Drive queued and abandoned runs, with no API: one of many workers sharing a database.
     ///
@@ -88,9 +125,13 @@ pub(crate) enum Command {
     /// machine) and of its sandbox backend, oldest first, at most `--concurrency` at once,
     /// under the identity TOREN_WORKER_ID (default the host name and a suffix kept in
     /// $TOREN_HOME/worker-id). SIGTERM or Ctrl-C drains like `toren serve`.
+    #[command(
+        after_help = "Examples:\n  TOREN_DATABASE_URL=postgres://toren@db/toren toren worker --concurrency 8"
+    )]
     Worker(WorkerArgs),
     /// The live workers sharing this database.
     #[command(subcommand)]
+    #[command(after_help = "Examples:\n  toren workers list\n  toren workers list --json")]
     Workers(WorkersCommand),
     /// Deploy Toren to AWS: the keys into Secrets Manager, then the CloudFormation stack of
     /// deploy/aws/toren.yaml (VPC, RDS Postgres, the API on ECS Fargate behind HTTPS, the
@@ -100,6 +141,9 @@ pub(crate) enum Command {
     /// (made when unset) from the environment, and AWS credentials, AWS_REGION and
     /// AWS_ENDPOINT_URL as the AWS tools do. Running it again changes only what differs;
     /// `--dry-run` changes nothing. Prints the API's URL on stdout.
+    #[command(
+        after_help = "Examples:\n  toren deploy-aws --stack toren --image 1234.dkr.ecr.eu-west-1.amazonaws.com/toren:1 --certificate-arn arn:aws:acm:... --dry-run"
+    )]
     DeployAws(DeployAwsArgs),
 }
 
@@ -410,4 +454,71 @@ pub(crate) struct CheckArgs {
     /// Agent files, agent names, or directories (every agent file in them); default:
     /// every agent in $TOREN_AGENTS.
     pub(crate) paths: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::Cli;
+
+    /// The words of one example line, as a shell would split it (double quotes only),
+    /// without the leading `NAME=value` assignments.
+    fn words(line: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut word = String::new();
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ' ' if !quoted => {
+                    if !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                }
+                c => word.push(c),
+            }
+        }
+        if !word.is_empty() {
+            words.push(word);
+        }
+        words
+            .into_iter()
+            .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+            .collect()
+    }
+
+    /// Every command's `--help` ends with examples, and every example is a command line
+    /// the parser takes.
+    #[test]
+    fn every_command_shows_examples_that_parse() {
+        let cli = Cli::command();
+        let mut checked = 0;
+        for command in cli.get_subcommands() {
+            let name = command.get_name();
+            let help = command
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(
+                help.starts_with("Examples:\n"),
+                "`toren {name} --help` shows no examples"
+            );
+            for line in help.lines().skip(1) {
+                let line = line.split(" | ").last().unwrap_or(line).trim();
+                let line = line.split(" > ").next().unwrap_or(line);
+                let words = words(line);
+                assert_eq!(words.first().map(String::as_str), Some("toren"), "{line}");
+                assert!(
+                    words.get(1).map(String::as_str) == Some(name),
+                    "an example of `{name}` runs another command: {line}"
+                );
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("the example `{line}` does not parse: {e}");
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "{checked} examples");
+    }
 }
