@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
     after_help = "Environment: TOREN_HOME (default ~/.toren), TOREN_AGENTS (default ./agents), \
 TOREN_DATABASE_URL (default sqlite://$TOREN_HOME/toren.db), TOREN_SANDBOX (auto | docker | e2b | \
 local | none), TOREN_SANDBOX_ROOT (default $TOREN_HOME/sandboxes), TOREN_EXEC_HELPER, DOCKER_HOST, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, \
-OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST. See the README."
+OPENAI_API_KEY, OPENAI_BASE_URL, OLLAMA_HOST. Every variable: docs/configuration.md."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]

@@ -1,10 +1,10 @@
 //! The documentation read against the code, so that it cannot drift from it: every agent
 //! file a Markdown page shows passes the real binary's `toren check`, the HTTP API
 //! walkthrough works when pasted as one block, every environment variable a page names is
-//! one something in the repository reads, every variable Toren reads is in the README's
-//! configuration table with the default it has, every file a page names is there, every
-//! API route a page names is one the server serves (and the README's table lists them
-//! all), ARCHITECTURE.md maps every crate, docs/dependencies.md explains every dependency,
+//! one something in the repository reads, every variable Toren reads is in the table of
+//! docs/configuration.md with the default it has, every file a page names is there, every
+//! API route a page names is one the server serves (and docs/http-api.md's table lists
+//! them all), ARCHITECTURE.md maps every crate, docs/dependencies.md explains every dependency,
 //! and the Compose tier's `.env.example` shows every variable its compose file reads. What
 //! a test cannot read (a sentence that says a feature is missing when it is there) is left
 //! to review.
@@ -175,14 +175,14 @@ fn every_agent_file_in_the_docs_passes_toren_check() {
     assert!(checked >= 8, "only {checked} agent files found");
 }
 
-/// The README's block that starts `toren serve` in the background and drives a run with
-/// curl.
+/// The HTTP API page's block that starts `toren serve` in the background and drives a run
+/// with curl.
 fn api_walkthrough() -> Fence {
-    let mut blocks: Vec<Fence> = fenced_blocks(&read(&repo_root().join("README.md")))
+    let mut blocks: Vec<Fence> = fenced_blocks(&read(&repo_root().join("docs/http-api.md")))
         .into_iter()
         .filter(|fence| fence.body.contains(" toren serve &"))
         .collect();
-    assert_eq!(blocks.len(), 1, "one walkthrough in the README: {blocks:?}");
+    assert_eq!(blocks.len(), 1, "one walkthrough on the page: {blocks:?}");
     blocks.remove(0)
 }
 
@@ -270,7 +270,7 @@ fn the_api_walkthrough_works_when_pasted_as_one_block() {
     assert_eq!(
         out.lines().rev().find(|line| !line.trim().is_empty()),
         Some(expected_last.as_str()),
-        "the walkthrough ends with what the README says\nstdout:\n{out}\nstderr:\n{err}"
+        "the walkthrough ends with what the page says\nstdout:\n{out}\nstderr:\n{err}"
     );
     // Nothing it runs complains: no failed request, and the home the server made for the
     // token is private.
@@ -374,19 +374,15 @@ fn every_variable_the_docs_name_is_read_by_something() {
     );
 }
 
-/// A row of the README's configuration table: the variables it names and its default.
+/// A row of the configuration page's table: the variables it names and its default.
 struct Row {
     names: Vec<String>,
     default: String,
 }
 
-fn configuration_rows(readme: &str) -> Vec<Row> {
-    let section = readme
-        .split("\n## Configuration\n")
-        .nth(1)
-        .expect("the README has a Configuration section");
-    let section = section.split("\n## ").next().unwrap();
-    let rows: Vec<Row> = section
+/// The rows of the configuration page's table (`docs/configuration.md`).
+fn configuration_rows(page: &str) -> Vec<Row> {
+    let rows: Vec<Row> = page
         .lines()
         .filter(|line| line.starts_with("| `"))
         .map(|row| {
@@ -411,9 +407,9 @@ fn configuration_rows(readme: &str) -> Vec<Row> {
     rows
 }
 
-/// The names in the first column of the README's configuration table.
+/// The names in the first column of the configuration page's table.
 fn configuration_table() -> Vec<String> {
-    configuration_rows(&read(&repo_root().join("README.md")))
+    configuration_rows(&read(&repo_root().join("docs/configuration.md")))
         .into_iter()
         .flat_map(|row| row.names)
         .collect()
@@ -430,7 +426,7 @@ fn every_variable_toren_reads_is_in_the_configuration_table() {
         .collect();
     assert!(
         missing.is_empty(),
-        "read by Toren but not in the README's configuration table: {missing:?}"
+        "read by Toren but not in docs/configuration.md's table: {missing:?}"
     );
     let stray: Vec<&String> = table
         .iter()
@@ -446,10 +442,10 @@ fn every_variable_toren_reads_is_in_the_configuration_table() {
 fn the_configuration_table_states_the_defaults_toren_uses() {
     // A default that is one literal value is stated first, exactly; the others (derived
     // from another variable, or described) are read by eye.
-    let readme = read(&repo_root().join("README.md"));
+    let page = read(&repo_root().join("docs/configuration.md"));
     let mut wrong = Vec::new();
     let mut compared = 0;
-    for row in configuration_rows(&readme) {
+    for row in configuration_rows(&page) {
         for name in &row.names {
             let Some(var) = toren_config::env_vars::lookup(name) else {
                 continue;
@@ -589,11 +585,9 @@ fn the_api_routes_the_docs_name_are_the_ones_it_serves() {
         "routes Toren does not serve:\n{}",
         unknown.join("\n")
     );
-    // And the README's route table lists every route (a directory listing, `files` or
-    // `files/`, is the row of `files/{path}`).
-    let readme = read(&repo_root().join("README.md"));
-    let api = readme.split("\n## HTTP API\n").nth(1).unwrap();
-    let api = api.split("\n## ").next().unwrap();
+    // And the HTTP API page's route table lists every route (a directory listing, `files`
+    // or `files/`, is the row of `files/{path}`).
+    let api = read(&repo_root().join("docs/http-api.md"));
     let listed: Vec<(String, String)> = api
         .lines()
         .filter(|line| line.starts_with("| `"))
@@ -614,7 +608,7 @@ fn the_api_routes_the_docs_name_are_the_ones_it_serves() {
         .collect();
     assert!(
         unlisted.is_empty(),
-        "served but not in the README's route table: {unlisted:?}"
+        "served but not in docs/http-api.md's route table: {unlisted:?}"
     );
 }
 
