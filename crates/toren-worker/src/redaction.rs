@@ -187,6 +187,21 @@ fn redact_fields(redactor: &Redactor, value: &mut Value, verbatim: &[&str]) -> b
     changed
 }
 
+/// Redacts the keys of one map (not its values); whether any changed.
+fn rename_keys(redactor: &Redactor, fields: &mut serde_json::Map<String, Value>) -> bool {
+    if !fields
+        .keys()
+        .any(|k| matches!(redactor.redact(k), Cow::Owned(_)))
+    {
+        return false;
+    }
+    let taken = std::mem::take(fields);
+    for (key, v) in taken {
+        fields.insert(redactor.redact(&key).into_owned(), v);
+    }
+    true
+}
+
 /// Redacts every string in `value`, map keys too; whether anything changed.
 fn redact_all(redactor: &Redactor, value: &mut Value) -> bool {
     match value {
@@ -201,17 +216,7 @@ fn redact_all(redactor: &Redactor, value: &mut Value) -> bool {
             .iter_mut()
             .fold(false, |changed, v| redact_all(redactor, v) | changed),
         Value::Object(fields) => {
-            let mut changed = false;
-            if fields
-                .keys()
-                .any(|k| matches!(redactor.redact(k), Cow::Owned(_)))
-            {
-                let taken = std::mem::take(fields);
-                for (key, v) in taken {
-                    fields.insert(redactor.redact(&key).into_owned(), v);
-                }
-                changed = true;
-            }
+            let changed = rename_keys(redactor, fields);
             fields
                 .values_mut()
                 .fold(changed, |changed, v| redact_all(redactor, v) | changed)
@@ -284,17 +289,7 @@ fn redact_keys(redactor: &Redactor, value: &mut Value, verbatim: &[&str]) -> boo
                 .iter_mut()
                 .fold(false, |changed, v| keys_of(redactor, v) | changed),
             Value::Object(fields) => {
-                let mut changed = false;
-                if fields
-                    .keys()
-                    .any(|k| matches!(redactor.redact(k), Cow::Owned(_)))
-                {
-                    let taken = std::mem::take(fields);
-                    for (key, v) in taken {
-                        fields.insert(redactor.redact(&key).into_owned(), v);
-                    }
-                    changed = true;
-                }
+                let changed = rename_keys(redactor, fields);
                 fields
                     .values_mut()
                     .fold(changed, |changed, v| keys_of(redactor, v) | changed)
