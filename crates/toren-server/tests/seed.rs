@@ -8,84 +8,25 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use axum::http::{StatusCode, header};
 use serde_json::json;
 use support::Home;
+use toren_test_support::git::{ServedRepository, git};
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Kills the file server when the test ends.
-struct Served(std::process::Child);
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A one-commit repository with `hello.txt`, served at the returned URL.
-fn serve_repository(root: &Path) -> (Served, String) {
+/// A one-commit repository with `hello.txt`, served at its URL.
+fn serve_repository(root: &Path) -> ServedRepository {
     let project = root.join("project");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("hello.txt"), "hello\n").unwrap();
-    git(&project, &["init", "-q"]);
-    git(&project, &["add", "."]);
-    git(&project, &["commit", "-qm", "first"]);
-    let served = root.join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    git(
-        &served,
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            &project.display().to_string(),
-            "repo.git",
-        ],
-    );
-    git(&served.join("repo.git"), &["update-server-info"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("python3")
-        .args([
-            "-m",
-            "http.server",
-            "--bind",
-            "127.0.0.1",
-            &port.to_string(),
-        ])
-        .current_dir(&served)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the file server never listened"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    for args in [
+        &["init", "-q"][..],
+        &["add", "."],
+        &["commit", "-qm", "first"],
+    ] {
+        git(&project, args).unwrap();
     }
-    (Served(child), format!("http://127.0.0.1:{port}/repo.git"))
+    ServedRepository::start(root, &project).unwrap()
 }
 
 fn agent(home: &Home, name: &str, network: bool) {
@@ -107,7 +48,8 @@ fn agent(home: &Home, name: &str, network: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_starts_from_a_repository_and_its_result_comes_out_as_a_patch() {
     let home = Home::new().await;
-    let (_served, url) = serve_repository(home.dir.path());
+    let served = serve_repository(home.dir.path());
+    let url = served.url.clone();
     agent(&home, "open", true);
     agent(&home, "closed", false);
 

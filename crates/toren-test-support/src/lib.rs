@@ -11,6 +11,7 @@
 
 pub mod e2b;
 mod fake_llm;
+pub mod git;
 pub mod postgres;
 pub mod telegram;
 

@@ -7,9 +7,10 @@
 //! created.
 
 use std::path::Path;
-use std::process::Command;
 
 use pretty_assertions::assert_eq;
+
+use toren_test_support::git::ServedRepository;
 
 use super::common::{Toren, read, text};
 
@@ -17,14 +18,7 @@ use super::common::{Toren, read, text};
 const SCRIPT: &str = "turns:\n  - tool_calls:\n      - bash: {command: \"cat hello.txt && echo changed >> hello.txt && echo new > src/new.txt\"}\n  - text: \"done\"\n";
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
-    text(&out.stdout)
+    toren_test_support::git::git(dir, args).unwrap()
 }
 
 /// A small git project: `hello.txt`, `src/lib.rs`, a link inside it, one commit.
@@ -178,70 +172,11 @@ fn a_project_with_a_link_out_or_a_missing_one_is_refused_and_nothing_is_created(
     assert_eq!(toren.newest_run(), None);
 }
 
-/// A bare repository served over git's "dumb" HTTP by a plain file server on loopback.
-struct Served {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve_repository(root: &Path, project: &Path) -> Served {
-    let served = root.join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    git(
-        &served,
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            &project.display().to_string(),
-            "repo.git",
-        ],
-    );
-    git(&served.join("repo.git"), &["update-server-info"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("python3")
-        .args([
-            "-m",
-            "http.server",
-            "--bind",
-            "127.0.0.1",
-            &port.to_string(),
-        ])
-        .current_dir(&served)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the file server never listened"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    Served {
-        child,
-        url: format!("http://127.0.0.1:{port}/repo.git"),
-    }
-}
-
 #[test]
 fn a_repository_is_cloned_only_where_the_agents_network_reaches() {
     let closed = home("local", "");
     let dir = project(closed.dir.path());
-    let served = serve_repository(closed.dir.path(), &dir);
+    let served = ServedRepository::start(closed.dir.path(), &dir).unwrap();
     // No network: the clone is refused, naming the host and the fix.
     let out = closed.run(&["run", "dev", "go", "--workspace-from", &served.url]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
