@@ -213,3 +213,39 @@ pub(crate) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// A fake model's answer that makes one bash call `id` running `command`.
+pub(crate) fn bash(id: &str, command: &str) -> toren_test_support::Reply {
+    toren_test_support::Reply::Turn(toren_protocol::AssistantMessage {
+        text: String::new(),
+        tool_calls: vec![toren_protocol::ToolCall::new(
+            id,
+            "bash",
+            serde_json::json!({ "command": command }),
+        )],
+    })
+}
+
+/// The seq of the first event of type `kind` for the call `call`.
+pub(crate) fn seq_of(events: &[Value], kind: &str, call: &str) -> u64 {
+    events
+        .iter()
+        .find(|e| e["type"] == kind && e["call_id"] == call)
+        .and_then(|e| e["seq"].as_u64())
+        .unwrap_or_else(|| panic!("no {kind} for {call}"))
+}
+
+/// The commands of the bash calls in an OpenAI-wire request's conversation.
+pub(crate) fn commands_sent(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+        .map(|c| {
+            let args: Value =
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
+            args["command"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}

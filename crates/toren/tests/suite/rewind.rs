@@ -9,19 +9,11 @@ use std::collections::BTreeMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use toren_protocol::{AssistantMessage, ToolCall};
+use serde_json::Value;
 use toren_test_support::{FakeOpenAi, Reply};
 
-use super::common::{Toren, text};
+use super::common::{Toren, bash, commands_sent, seq_of, text};
 use super::session_rewind::{cancel_refused_restore_due, same, tree};
-
-fn bash(id: &str, command: &str) -> Reply {
-    Reply::Turn(AssistantMessage {
-        text: String::new(),
-        tool_calls: vec![ToolCall::new(id, "bash", json!({ "command": command }))],
-    })
-}
 
 /// The first call: a git repository with a commit, a tree of `dirs` × 200 files, a
 /// symlink, modes and a binary file.
@@ -62,29 +54,6 @@ fn pending(toren: &Toren, child: &mut Child, run: &str, previous: Option<&str>) 
 fn approve(toren: &Toren, run: &str, call: &str) {
     let out = toren.run(&["approve", run, call]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-}
-
-fn seq_of(events: &[Value], kind: &str, call: &str) -> u64 {
-    events
-        .iter()
-        .find(|e| e["type"] == kind && e["call_id"] == call)
-        .and_then(|e| e["seq"].as_u64())
-        .unwrap_or_else(|| panic!("no {kind} for {call}"))
-}
-
-/// The commands of the bash calls in a request's conversation.
-fn commands_sent(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
-        .map(|c| {
-            let args: Value =
-                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
-            args["command"].as_str().unwrap().to_owned()
-        })
-        .collect()
 }
 
 struct Scenario {

@@ -12,20 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use toren_protocol::{AssistantMessage, ToolCall};
+use serde_json::Value;
 use toren_test_support::{FakeOpenAi, Reply};
 
-use super::common::{Toren, text};
+use super::common::{Toren, bash, text};
 
 const LOOP: &str = "(while true; do echo x >> bg.txt; sleep 0.05; done) &";
-
-fn bash(id: &str, command: &str) -> Reply {
-    Reply::Turn(AssistantMessage {
-        text: String::new(),
-        tool_calls: vec![ToolCall::new(id, "bash", json!({ "command": command }))],
-    })
-}
 
 /// The static helper, built by `scripts/build-exec-helper` (seconds when up to date).
 fn helper() -> String {

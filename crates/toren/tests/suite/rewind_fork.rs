@@ -4,25 +4,9 @@
 //! the ended run's checkpoint) and the conversation up to the step.
 
 use serde_json::{Value, json};
-use toren_protocol::{AssistantMessage, ToolCall};
 use toren_test_support::{FakeOpenAi, Reply};
 
-use super::common::{Toren, read, text};
-
-fn bash(id: &str, command: &str) -> Reply {
-    Reply::Turn(AssistantMessage {
-        text: String::new(),
-        tool_calls: vec![ToolCall::new(id, "bash", json!({ "command": command }))],
-    })
-}
-
-fn seq_of(events: &[Value], kind: &str, call: &str) -> u64 {
-    events
-        .iter()
-        .find(|e| e["type"] == kind && e["call_id"] == call)
-        .and_then(|e| e["seq"].as_u64())
-        .unwrap_or_else(|| panic!("no {kind} for {call}"))
-}
+use super::common::{Toren, bash, read, seq_of, text};
 
 /// What the model was sent last: each message's role and, for a tool call, its command.
 fn conversation(request: &Value) -> Vec<String> {

@@ -24,10 +24,9 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use toren_protocol::{AssistantMessage, ToolCall};
 use toren_test_support::{FakeAnthropic, FakeOpenAi, Reply, anthropic_sse};
 
-use super::common::{Toren, read, text};
+use super::common::{Toren, bash, commands_sent, read, seq_of, text};
 
 const FIRST: &str = "echo one > a.txt";
 const SECOND: &str = "echo two > b.txt && rm a.txt";
@@ -35,13 +34,6 @@ const THIRD: &str = "echo three > c.txt";
 /// Replaces `a.txt`, then writes a tick every 0.2 s until it is killed.
 const FOREVER: &str =
     "echo two > b.txt && rm a.txt && while true; do date >> tick.txt; sleep 0.2; done";
-
-fn bash(id: &str, command: &str) -> Reply {
-    Reply::Turn(AssistantMessage {
-        text: String::new(),
-        tool_calls: vec![ToolCall::new(id, "bash", json!({ "command": command }))],
-    })
-}
 
 fn home(backend: &str, fake: &FakeOpenAi) -> Toren {
     Toren::new()
@@ -55,14 +47,6 @@ fn agent(toren: &Toren, sandbox: &str) {
         "m",
         &format!("name: m\nmodel: ollama/llama3.2\nmax_turns: 10\nsandbox:\n{sandbox}"),
     );
-}
-
-fn seq_of(events: &[Value], kind: &str, call: &str) -> u64 {
-    events
-        .iter()
-        .find(|e| e["type"] == kind && e["call_id"] == call)
-        .and_then(|e| e["seq"].as_u64())
-        .unwrap_or_else(|| panic!("no {kind} for {call}: {events:?}"))
 }
 
 /// Waits until `done` holds of the run's `runs show`, while `child` still runs.
@@ -125,18 +109,8 @@ fn resumed_from_first_step(toren: &Toren, fake: &FakeOpenAi, run: &str, answer: 
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), format!("{answer}\n"));
     let requests = fake.requests();
-    let sent = &requests.last().unwrap().body["messages"];
-    let commands: Vec<String> = sent
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
-        .map(|c| {
-            let args: Value =
-                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
-            args["command"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let sent = &requests.last().unwrap().body;
+    let commands = commands_sent(sent);
     assert_eq!(commands, [FIRST], "{sent}");
     assert_eq!(toren.show(run)["status"], "completed");
 }

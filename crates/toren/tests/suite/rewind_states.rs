@@ -8,19 +8,11 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
-use toren_protocol::{AssistantMessage, ToolCall};
+use serde_json::Value;
 use toren_test_support::{FakeAnthropic, FakeOpenAi, Reply};
 
 use super::budget::answer;
-use super::common::{Toren, text};
-
-fn bash(id: &str, command: &str) -> Reply {
-    Reply::Turn(AssistantMessage {
-        text: String::new(),
-        tool_calls: vec![ToolCall::new(id, "bash", json!({ "command": command }))],
-    })
-}
+use super::common::{Toren, bash, text};
 
 /// Waits until the run's pending call is `call`.
 fn wait_pending(toren: &Toren, child: &mut Child, run: &str, call: &str) {
