@@ -265,12 +265,7 @@ impl RunService {
         let seeded = match done {
             Ok(seeded) => seeded,
             Err(e) => {
-                // The unused workspace goes (it was made for this run only).
-                if let Some(ws) = policy.workspace.as_deref().map(std::path::Path::new)
-                    && let Some(run_dir) = ws.parent()
-                {
-                    let _ = std::fs::remove_dir_all(run_dir);
-                }
+                discard_new_workspace(policy);
                 return Err(e.into());
             }
         };
@@ -472,5 +467,18 @@ impl RunService {
             after_seq,
             self.settings.follow_poll,
         )
+    }
+}
+
+/// Removes the private directory of a workspace made a moment ago for a run or a session
+/// that is then not created (its seed refused): nothing else ever used it.
+pub(crate) fn discard_new_workspace(policy: &ResolvedPolicy) {
+    if let Some(dir) = policy
+        .workspace
+        .as_deref()
+        .and_then(|ws| std::path::Path::new(ws).parent())
+        && let Err(e) = std::fs::remove_dir_all(dir)
+    {
+        tracing::warn!(dir = %dir.display(), "could not remove an unused workspace: {e}");
     }
 }

@@ -143,14 +143,7 @@ impl RunService {
                 .into());
             };
             if let Err(e) = toren_worker::seed_workspace(policy, seed, self.seed_limits).await {
-                // The unused workspace goes (it was made for this session only).
-                if let Some(dir) = policy
-                    .workspace
-                    .as_deref()
-                    .and_then(|ws| std::path::Path::new(ws).parent())
-                {
-                    let _ = std::fs::remove_dir_all(dir);
-                }
+                crate::service::discard_new_workspace(policy);
                 return Err(e.into());
             }
         }

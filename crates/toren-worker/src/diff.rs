@@ -17,27 +17,10 @@ use crate::Error;
 /// `events`; the error says why there is none.
 pub fn host_workspace(events: &[Event]) -> Result<PathBuf, Error> {
     let state = toren_agent::RunState::from_events(events)?;
-    let refuse = |why: String| Error::Diff {
+    crate::rewind::workspace(&state).map_err(|why| Error::Diff {
         run: state.run_id.to_string(),
         why,
-    };
-    let Some(policy) = state.policy.as_ref() else {
-        return Err(refuse(
-            "it has no sandbox, so it has no workspace".to_owned(),
-        ));
-    };
-    if !matches!(policy.backend.as_str(), "local" | "docker") {
-        return Err(refuse(format!(
-            "its workspace is in its `{}` sandbox, not on this host",
-            policy.backend
-        )));
-    }
-    policy
-        .workspace
-        .clone()
-        .or_else(|| state.sandbox.as_ref().map(|s| s.workspace.clone()))
-        .map(PathBuf::from)
-        .ok_or_else(|| refuse("it has no workspace yet".to_owned()))
+    })
 }
 
 /// The diff of the run whose log is `events` between steps `from` and `to` (see the

@@ -336,8 +336,9 @@ pub async fn fill_fork_workspace(
     }
 }
 
-/// The run's workspace on this host, where its checkpoints are.
-fn workspace(state: &RunState) -> Result<PathBuf, String> {
+/// The run's workspace on this host, where its checkpoints are (a `local` or `docker`
+/// sandbox's); why there is none otherwise.
+pub(crate) fn workspace(state: &RunState) -> Result<PathBuf, String> {
     let policy = state
         .policy
         .as_ref()
