@@ -132,8 +132,7 @@ impl RunService {
             forked: Some(forked),
             ..TurnStart::default()
         });
-        self.store().create_queued(&run_id, created).await?;
-        self.notifier().moved(&run_id);
+        self.write_queued(&run_id, created).await?;
         Ok(Fork {
             run_id,
             from: run.clone(),

@@ -181,16 +181,7 @@ impl RunService {
         channel: Option<ChannelBinding>,
     ) -> Result<Created> {
         let (run_id, created) = self.pinned(agent, input, channel)?;
-        let policy = created.policy.clone();
-        let (_, lease) = self
-            .store
-            .create_run(&run_id, created, holder, self.settings.lease_ttl)
-            .await?;
-        Ok(Created {
-            run_id,
-            lease,
-            policy,
-        })
+        self.write_held(run_id, created, holder).await
     }
 
     /// Creates a run of `agent` on `input` as [`RunService::create`] does, but queued: no
@@ -199,8 +190,7 @@ impl RunService {
     /// woken. What the API's `POST /runs` does.
     pub async fn create_queued(&self, agent: AgentSpec, input: String) -> Result<RunId> {
         let (run_id, created) = self.pinned(agent, input, None)?;
-        self.store.create_queued(&run_id, created).await?;
-        self.notifier.moved(&run_id);
+        self.write_queued(&run_id, created).await?;
         Ok(run_id)
     }
 
@@ -216,6 +206,29 @@ impl RunService {
         seed: &toren_worker::SeedSource,
     ) -> Result<Created> {
         let (run_id, created) = self.seeded(agent, input, seed).await?;
+        self.write_held(run_id, created, holder).await
+    }
+
+    /// As [`RunService::create_queued`], with the workspace seeded as
+    /// [`RunService::create_seeded`] does.
+    pub async fn create_queued_seeded(
+        &self,
+        agent: AgentSpec,
+        input: String,
+        seed: &toren_worker::SeedSource,
+    ) -> Result<RunId> {
+        let (run_id, created) = self.seeded(agent, input, seed).await?;
+        self.write_queued(&run_id, created).await?;
+        Ok(run_id)
+    }
+
+    /// Writes the new run `run_id` held by `holder` (its first lease).
+    async fn write_held(
+        &self,
+        run_id: RunId,
+        created: RunCreated,
+        holder: &str,
+    ) -> Result<Created> {
         let policy = created.policy.clone();
         let (_, lease) = self
             .store
@@ -228,18 +241,11 @@ impl RunService {
         })
     }
 
-    /// As [`RunService::create_queued`], with the workspace seeded as
-    /// [`RunService::create_seeded`] does.
-    pub async fn create_queued_seeded(
-        &self,
-        agent: AgentSpec,
-        input: String,
-        seed: &toren_worker::SeedSource,
-    ) -> Result<RunId> {
-        let (run_id, created) = self.seeded(agent, input, seed).await?;
-        self.store.create_queued(&run_id, created).await?;
-        self.notifier.moved(&run_id);
-        Ok(run_id)
+    /// Writes the new run `run_id` queued, and wakes this process's workers.
+    pub(crate) async fn write_queued(&self, run_id: &RunId, created: RunCreated) -> Result<()> {
+        self.store.create_queued(run_id, created).await?;
+        self.notifier.moved(run_id);
+        Ok(())
     }
 
     /// [`RunService::pinned`], with the workspace filled with `seed` before anything is
